@@ -1,0 +1,36 @@
+# The two commands of README.md: `make demo` and `make test`. Everything else is their set-up.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test setup build build-and-test system-deps bench clean
+
+demo: setup build
+	$(BIN)/esbperf demo
+
+test: setup system-deps build-and-test
+	$(BIN)/pytest
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@
+
+build:
+	mvn -q -B -DskipTests package
+
+# The Java unit tests run here; the end-to-end tests are in tests/ (pytest).
+build-and-test:
+	mvn -q -B package
+
+# Debian packages the tests use: ip/tc (emulated testbed), chromium (report check).
+system-deps:
+	@command -v ip >/dev/null && command -v tc >/dev/null && command -v chromium >/dev/null || { \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 chromium >/dev/null; }
+
+clean:
+	mvn -q -B clean
+	rm -rf $(VENV) .esbperf

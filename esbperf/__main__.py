@@ -1,0 +1,3 @@
+from esbperf.cli import main
+
+main()

@@ -1,0 +1,104 @@
+"""Configuration files: the console's (console-config/console.yaml) and the agents'
+(agents/agent.yaml). Errors name the file and the field."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from esbperf.errors import EsbperfError
+from esbperf.project import CONSOLE_CONFIG, ROOT
+
+CONSOLE_FILE = CONSOLE_CONFIG / "console.yaml"
+AGENT_FILE = ROOT / "agents" / "agent.yaml"
+
+
+def load_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise EsbperfError(f"{path}: no such file") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise EsbperfError(f"{path}{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise EsbperfError(f"{path}: expected a mapping of settings at the top")
+    return data
+
+
+def _take(data: dict, path: Path, name: str, kind: type, default: Any) -> Any:
+    value = data.pop(name, default)
+    if kind is int and isinstance(value, bool) or not isinstance(value, kind):
+        raise EsbperfError(f"{path}: field '{name}' must be {kind.__name__}, got {value!r}")
+    return value
+
+
+def _no_extra(data: dict, path: Path, allowed: list[str]) -> None:
+    if data:
+        raise EsbperfError(f"{path}: unknown field '{next(iter(data))}' (allowed: {', '.join(allowed)})")
+
+
+@dataclass
+class ConsoleConfig:
+    console_host: str = "127.0.0.1"
+    console_port: int = 6372
+    api_host: str = "127.0.0.1"
+    api_port: int = 6373
+    distribution_directory: Path = ROOT / "grinder-scripts"
+    sample_interval_ms: int = 1000
+    jvm_args: list[str] = field(default_factory=lambda: ["-Xmx512m"])
+
+    @property
+    def api_url(self) -> str:
+        host = f"[{self.api_host}]" if ":" in self.api_host else self.api_host
+        return f"http://{host}:{self.api_port}"
+
+    @classmethod
+    def load(cls, path: Path = CONSOLE_FILE) -> "ConsoleConfig":
+        data = load_yaml(path)
+        d = cls()
+        fields = ["console_host", "console_port", "api_host", "api_port", "distribution_directory",
+                  "sample_interval_ms", "jvm_args"]
+        cfg = cls(
+            console_host=_take(data, path, "console_host", str, d.console_host),
+            console_port=_take(data, path, "console_port", int, d.console_port),
+            api_host=_take(data, path, "api_host", str, d.api_host),
+            api_port=_take(data, path, "api_port", int, d.api_port),
+            distribution_directory=(path.parent / _take(data, path, "distribution_directory", str,
+                                                        str(d.distribution_directory))).resolve(),
+            sample_interval_ms=_take(data, path, "sample_interval_ms", int, d.sample_interval_ms),
+            jvm_args=_take(data, path, "jvm_args", list, d.jvm_args),
+        )
+        _no_extra(data, path, fields)
+        return cfg
+
+
+@dataclass
+class AgentConfig:
+    reconnect_seconds: int = 2
+    agent_jvm_args: list[str] = field(default_factory=lambda: ["-Xmx256m"])
+    worker_jvm_args: list[str] = field(default_factory=lambda: ["-Xmx1g"])
+
+    @classmethod
+    def load(cls, path: Path = AGENT_FILE) -> "AgentConfig":
+        data = load_yaml(path)
+        d = cls()
+        cfg = cls(
+            reconnect_seconds=_take(data, path, "reconnect_seconds", int, d.reconnect_seconds),
+            agent_jvm_args=_take(data, path, "agent_jvm_args", list, d.agent_jvm_args),
+            worker_jvm_args=_take(data, path, "worker_jvm_args", list, d.worker_jvm_args),
+        )
+        _no_extra(data, path, ["reconnect_seconds", "agent_jvm_args", "worker_jvm_args"])
+        return cfg
+
+
+def state_dir() -> Path:
+    """Where running processes keep their logs and working files ($ESBPERF_STATE or ./.esbperf)."""
+    import os
+
+    return Path(os.environ.get("ESBPERF_STATE", ROOT / ".esbperf")).resolve()

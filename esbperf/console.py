@@ -1,0 +1,181 @@
+"""The Grinder console: starting it headless with our control API, and talking to that API.
+
+The console reads its settings from ~/.grinder_console; we give it a home of its own
+(-Duser.home) holding a file written from console-config/console.yaml, so nothing of the
+user's is read or changed."""
+from __future__ import annotations
+
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import click
+
+from esbperf import procs
+from esbperf.config import ConsoleConfig, state_dir
+from esbperf.errors import EsbperfError
+from esbperf.project import CONTROL_API, GRINDER_HOME, ensure_built
+
+
+def _console_properties(cfg: ConsoleConfig) -> str:
+    dist = cfg.distribution_directory
+    lines = {
+        "grinder.console.consoleHost": cfg.console_host,
+        "grinder.console.consolePort": cfg.console_port,
+        "grinder.console.httpHost": cfg.api_host,
+        "grinder.console.httpPort": cfg.api_port,
+        "grinder.console.scriptDistributionDirectory": dist,
+        # Agents resolve the script relative to this file inside their file cache.
+        "grinder.console.propertiesFile": dist / "grinder.properties",
+        "grinder.console.sampleInterval": cfg.sample_interval_ms,
+        # Keep build output and Jython's compiled classes out of the agents' caches.
+        "grinder.console.distributionFileFilterExpression":
+            r"^CVS/$|^\.svn/$|^.*~$|^\..*$|^target/$|^__pycache__/$|^.*\$py\.class$|^.*\.pyc$",
+    }
+    return "".join(f"{k}={str(v).replace(chr(92), chr(92) * 2)}\n" for k, v in lines.items())
+
+
+def console_process(cfg: ConsoleConfig, workdir: Path | None = None) -> procs.Process:
+    """A console process (not started yet) for this configuration."""
+    if not (cfg.distribution_directory / "grinder.properties").is_file():
+        raise EsbperfError(f"distribution directory {cfg.distribution_directory} has no grinder.properties")
+    ensure_built(GRINDER_HOME, CONTROL_API)
+    procs.check_port_free(cfg.console_host, cfg.console_port, "console (agents connect here)")
+    procs.check_port_free(cfg.api_host, cfg.api_port, "console control API")
+    workdir = workdir or state_dir() / "console"
+    home = workdir / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    (home / ".grinder_console").write_text(_console_properties(cfg))
+    classpath = os.pathsep.join([str(GRINDER_HOME.grinder_jar), CONTROL_API.classpath()])
+    argv = [procs.java_executable(), *cfg.jvm_args, f"-Duser.home={home}", "-cp", classpath,
+            "net.grinder.Console", "-headless"]
+    return procs.Process("console", argv, workdir / "console.log", cwd=workdir)
+
+
+def start_console(cfg: ConsoleConfig, workdir: Path | None = None, timeout: float = 30) -> procs.Process:
+    """Start the console and return once its control API answers."""
+    process = console_process(cfg, workdir).start()
+    client = ControlClient(cfg.api_url)
+    try:
+        process.wait_until(client.answers, timeout, "its control API answering at " + cfg.api_url)
+    except BaseException:
+        process.stop()
+        raise
+    return process
+
+
+class ControlClient:
+    """A client of the console's control API (JSON over HTTP)."""
+
+    def __init__(self, url: str, timeout: float = 5.0):
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, data=data, method=method,
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                return json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as e:
+            try:
+                message = json.loads(e.read()).get("error", e.reason)
+            except (ValueError, AttributeError):
+                message = e.reason
+            raise EsbperfError(f"console {method} {path}: {message}") from None
+        except (urllib.error.URLError, OSError) as e:
+            reason = getattr(e, "reason", e)
+            raise EsbperfError(f"the console's control API at {self.url} does not answer ({reason}); "
+                               "is `esbperf console` running?") from None
+
+    def answers(self) -> bool:
+        try:
+            self._call("GET", "/version")
+            return True
+        except EsbperfError:
+            return False
+
+    def version(self) -> str:
+        return self._call("GET", "/version")
+
+    def agents(self) -> list[dict]:
+        return self._call("GET", "/agents/status")
+
+    def start_workers(self, properties: dict[str, Any] | None = None) -> None:
+        self._call("POST", "/agents/start-workers", properties or {})
+
+    def stop_workers(self) -> None:
+        self._call("POST", "/agents/stop-workers")
+
+    def stop_agents(self) -> None:
+        self._call("POST", "/agents/stop")
+
+    def distribute(self, timeout: float = 60) -> dict:
+        """Send the distribution directory to every agent's cache; wait until done."""
+        started = self._call("POST", "/files/distribute")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            last = self._call("GET", "/files/status").get("last-distribution") or {}
+            if last.get("id") == started["id"]:
+                if last.get("state") == "finished":
+                    return last
+                if last.get("state") == "error":
+                    raise EsbperfError(f"file distribution failed: {last.get('error')}")
+            time.sleep(0.2)
+        raise EsbperfError(f"file distribution did not finish within {timeout:.0f} s")
+
+    def recording(self, action: str) -> dict:
+        return self._call("POST", f"/recording/{action}")
+
+    def data(self, latest: bool = False) -> dict:
+        return self._call("GET", "/recording/data-latest" if latest else "/recording/data")
+
+    def wait_for_agents(self, count: int, timeout: float = 30) -> list[dict]:
+        deadline = time.monotonic() + timeout
+        while True:
+            agents = self.agents()
+            if len(agents) >= count:
+                return agents
+            if time.monotonic() > deadline:
+                raise EsbperfError(f"{len(agents)} agent(s) connected to the console, {count} wanted, "
+                                   f"after {timeout:.0f} s; start them with `esbperf agent`")
+            time.sleep(0.2)
+
+    def wait_workers_finished(self, timeout: float) -> bool:
+        """Wait until no worker of any agent is running; False on timeout."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            workers = [w for a in self.agents() for w in a.get("workers", [])]
+            if not any(w["state"] in ("STARTED", "RUNNING") for w in workers):
+                return True
+            time.sleep(0.2)
+        return False
+
+
+def statistics(data: dict) -> dict[str, Any]:
+    """The totals of a /recording/data answer as {column: value}."""
+    return dict(zip(data["columns"], data["totals"]))
+
+
+@click.command()
+@click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Console configuration (default: console-config/console.yaml).")
+def console(config_file: Path | None) -> None:
+    """Start the headless Grinder console with the esbperf control API; Ctrl-C stops it."""
+    cfg = ConsoleConfig.load(config_file) if config_file else ConsoleConfig.load()
+    process = console_process(cfg)
+    client = ControlClient(cfg.api_url)
+
+    def banner() -> None:
+        process.wait_until(client.answers, 30, "its control API answering")
+        click.echo(f"console: agents connect to {cfg.console_host}:{cfg.console_port}")
+        click.echo(f"console: control API at {cfg.api_url}/ (try {cfg.api_url}/agents/status)")
+        click.echo(f"console: distributing {cfg.distribution_directory}; log {process.log}")
+        click.echo("console: Ctrl-C to stop")
+
+    raise SystemExit(procs.run_foreground(process, banner))
