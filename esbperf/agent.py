@@ -10,7 +10,9 @@ from pathlib import Path
 import click
 
 from esbperf import procs
-from esbperf.config import AgentConfig, ConsoleConfig, state_dir
+from esbperf import topology
+from esbperf.config import AgentConfig, state_dir
+from esbperf.console import testbed_option
 from esbperf.errors import EsbperfError
 from esbperf.project import GRINDER_HOME, ensure_built
 
@@ -51,11 +53,12 @@ def connected(process: procs.Process) -> bool:
 
 
 @click.command()
+@testbed_option
 @click.option("--console", "console_address", metavar="HOST:PORT",
-              help="Console to connect to (default: console_host:console_port of console-config/console.yaml).")
+              help="Console to connect to (default: the testbed's client host and console port).")
 @click.option("--count", default=1, show_default=True, help="Number of agents to start on this host.")
 @click.option("--host-id", help="Agent name (grinder.hostID); numbered when --count > 1. Default: this host's name.")
-def agent(console_address: str | None, count: int, host_id: str | None) -> None:
+def agent(testbed_name: str | None, console_address: str | None, count: int, host_id: str | None) -> None:
     """Start Grinder agents that connect to the console; Ctrl-C stops them and their workers."""
     if console_address:
         host, _, port = console_address.rpartition(":")
@@ -63,8 +66,8 @@ def agent(console_address: str | None, count: int, host_id: str | None) -> None:
             raise EsbperfError(f"--console must be HOST:PORT, got {console_address!r}")
         console_host, console_port = host.strip("[]"), int(port)
     else:
-        cfg = ConsoleConfig.load()
-        console_host, console_port = cfg.console_host, cfg.console_port
+        testbed = topology.load(testbed_name)
+        console_host, console_port = testbed.client.address, testbed.console_port
     group = procs.ProcessGroup()
     try:
         for p in agent_processes(console_host, console_port, count, host_id):

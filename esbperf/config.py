@@ -45,36 +45,21 @@ def _no_extra(data: dict, path: Path, allowed: list[str]) -> None:
 
 @dataclass
 class ConsoleConfig:
-    console_host: str = "127.0.0.1"
-    console_port: int = 6372
-    api_host: str = "127.0.0.1"
-    api_port: int = 6373
     distribution_directory: Path = ROOT / "grinder-scripts"
     sample_interval_ms: int = 1000
     jvm_args: list[str] = field(default_factory=lambda: ["-Xmx512m"])
-
-    @property
-    def api_url(self) -> str:
-        host = f"[{self.api_host}]" if ":" in self.api_host else self.api_host
-        return f"http://{host}:{self.api_port}"
 
     @classmethod
     def load(cls, path: Path = CONSOLE_FILE) -> "ConsoleConfig":
         data = load_yaml(path)
         d = cls()
-        fields = ["console_host", "console_port", "api_host", "api_port", "distribution_directory",
-                  "sample_interval_ms", "jvm_args"]
         cfg = cls(
-            console_host=_take(data, path, "console_host", str, d.console_host),
-            console_port=_take(data, path, "console_port", int, d.console_port),
-            api_host=_take(data, path, "api_host", str, d.api_host),
-            api_port=_take(data, path, "api_port", int, d.api_port),
             distribution_directory=(path.parent / _take(data, path, "distribution_directory", str,
                                                         str(d.distribution_directory))).resolve(),
             sample_interval_ms=_take(data, path, "sample_interval_ms", int, d.sample_interval_ms),
             jvm_args=_take(data, path, "jvm_args", list, d.jvm_args),
         )
-        _no_extra(data, path, fields)
+        _no_extra(data, path, ["distribution_directory", "sample_interval_ms", "jvm_args"])
         return cfg
 
 

@@ -19,15 +19,17 @@ from esbperf import procs
 from esbperf.config import ConsoleConfig, state_dir
 from esbperf.errors import EsbperfError
 from esbperf.project import CONTROL_API, GRINDER_HOME, ensure_built
+from esbperf.topology import Testbed
+from esbperf import topology
 
 
-def _console_properties(cfg: ConsoleConfig) -> str:
+def _console_properties(testbed: Testbed, cfg: ConsoleConfig) -> str:
     dist = cfg.distribution_directory
     lines = {
-        "grinder.console.consoleHost": cfg.console_host,
-        "grinder.console.consolePort": cfg.console_port,
-        "grinder.console.httpHost": cfg.api_host,
-        "grinder.console.httpPort": cfg.api_port,
+        "grinder.console.consoleHost": testbed.client.address,
+        "grinder.console.consolePort": testbed.console_port,
+        "grinder.console.httpHost": testbed.api_host,
+        "grinder.console.httpPort": testbed.api_port,
         "grinder.console.scriptDistributionDirectory": dist,
         # Agents resolve the script relative to this file inside their file cache.
         "grinder.console.propertiesFile": dist / "grinder.properties",
@@ -39,29 +41,32 @@ def _console_properties(cfg: ConsoleConfig) -> str:
     return "".join(f"{k}={str(v).replace(chr(92), chr(92) * 2)}\n" for k, v in lines.items())
 
 
-def console_process(cfg: ConsoleConfig, workdir: Path | None = None) -> procs.Process:
-    """A console process (not started yet) for this configuration."""
+def console_process(testbed: Testbed, cfg: ConsoleConfig | None = None,
+                    workdir: Path | None = None) -> procs.Process:
+    """A console process (not started yet) on the testbed's client host."""
+    cfg = cfg or ConsoleConfig.load()
     if not (cfg.distribution_directory / "grinder.properties").is_file():
         raise EsbperfError(f"distribution directory {cfg.distribution_directory} has no grinder.properties")
     ensure_built(GRINDER_HOME, CONTROL_API)
-    procs.check_port_free(cfg.console_host, cfg.console_port, "console (agents connect here)")
-    procs.check_port_free(cfg.api_host, cfg.api_port, "console control API")
+    procs.check_port_free(testbed.client.address, testbed.console_port, "console (agents connect here)")
+    procs.check_port_free(testbed.api_host, testbed.api_port, "console control API")
     workdir = workdir or state_dir() / "console"
     home = workdir / "home"
     home.mkdir(parents=True, exist_ok=True)
-    (home / ".grinder_console").write_text(_console_properties(cfg))
+    (home / ".grinder_console").write_text(_console_properties(testbed, cfg))
     classpath = os.pathsep.join([str(GRINDER_HOME.grinder_jar), CONTROL_API.classpath()])
     argv = [procs.java_executable(), *cfg.jvm_args, f"-Duser.home={home}", "-cp", classpath,
             "net.grinder.Console", "-headless"]
     return procs.Process("console", argv, workdir / "console.log", cwd=workdir)
 
 
-def start_console(cfg: ConsoleConfig, workdir: Path | None = None, timeout: float = 30) -> procs.Process:
+def start_console(testbed: Testbed, cfg: ConsoleConfig | None = None, workdir: Path | None = None,
+                  timeout: float = 30) -> procs.Process:
     """Start the console and return once its control API answers."""
-    process = console_process(cfg, workdir).start()
-    client = ControlClient(cfg.api_url)
+    process = console_process(testbed, cfg, workdir).start()
+    client = ControlClient(testbed.api_url)
     try:
-        process.wait_until(client.answers, timeout, "its control API answering at " + cfg.api_url)
+        process.wait_until(client.answers, timeout, "its control API answering at " + testbed.api_url)
     except BaseException:
         process.stop()
         raise
@@ -162,19 +167,25 @@ def statistics(data: dict) -> dict[str, Any]:
     return dict(zip(data["columns"], data["totals"]))
 
 
+testbed_option = click.option("--testbed", "testbed_name", metavar="NAME|FILE",
+                              help="Testbed description (default: local, i.e. console-config/testbeds/local.yaml).")
+
+
 @click.command()
+@testbed_option
 @click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
-              help="Console configuration (default: console-config/console.yaml).")
-def console(config_file: Path | None) -> None:
+              help="Console settings (default: console-config/console.yaml).")
+def console(testbed_name: str | None, config_file: Path | None) -> None:
     """Start the headless Grinder console with the esbperf control API; Ctrl-C stops it."""
+    testbed = topology.load(testbed_name)
     cfg = ConsoleConfig.load(config_file) if config_file else ConsoleConfig.load()
-    process = console_process(cfg)
-    client = ControlClient(cfg.api_url)
+    process = console_process(testbed, cfg)
+    client = ControlClient(testbed.api_url)
 
     def banner() -> None:
         process.wait_until(client.answers, 30, "its control API answering")
-        click.echo(f"console: agents connect to {cfg.console_host}:{cfg.console_port}")
-        click.echo(f"console: control API at {cfg.api_url}/ (try {cfg.api_url}/agents/status)")
+        click.echo(f"console: agents connect to {testbed.client.address}:{testbed.console_port}")
+        click.echo(f"console: control API at {testbed.api_url}/ (try {testbed.api_url}/agents/status)")
         click.echo(f"console: distributing {cfg.distribution_directory}; log {process.log}")
         click.echo("console: Ctrl-C to stop")
 
