@@ -3,6 +3,7 @@
 Agents run in daemon mode, so they reconnect when the console restarts."""
 from __future__ import annotations
 
+import os
 import socket
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ from esbperf import topology
 from esbperf.config import AgentConfig, state_dir
 from esbperf.console import testbed_option
 from esbperf.errors import EsbperfError
-from esbperf.project import GRINDER_HOME, ensure_built
+from esbperf.project import GRINDER_HOME, HTTP_CLIENT, ensure_built
 
 
 def agent_processes(console_host: str, console_port: int, count: int = 1, host_id: str | None = None,
@@ -23,7 +24,9 @@ def agent_processes(console_host: str, console_port: int, count: int = 1, host_i
     if count < 1:
         raise EsbperfError(f"--count must be at least 1, got {count}")
     cfg = cfg or AgentConfig.load()
-    ensure_built(GRINDER_HOME)
+    ensure_built(GRINDER_HOME, HTTP_CLIENT)
+    # Workers inherit the agent's classpath: Grinder, and the scripts' HTTP client.
+    classpath = os.pathsep.join([str(GRINDER_HOME.grinder_jar), str(HTTP_CLIENT.jar)])
     workdir = workdir or state_dir() / "agents"
     prefix = host_id or socket.gethostname().split(".")[0]
     java = procs.java_executable()
@@ -42,7 +45,7 @@ def agent_processes(console_host: str, console_port: int, count: int = 1, host_i
             "grinder.jvm.arguments": " ".join(cfg.worker_jvm_args + [f"-Dpython.cachedir={folder / 'jython-cache'}"]),
         }
         (folder / "agent.properties").write_text("".join(f"{k_}={v}\n" for k_, v in properties.items()))
-        argv = [java, *cfg.agent_jvm_args, "-cp", str(GRINDER_HOME.grinder_jar), "net.grinder.Grinder",
+        argv = [java, *cfg.agent_jvm_args, "-cp", classpath, "net.grinder.Grinder",
                 "-daemon", str(cfg.reconnect_seconds), "agent.properties"]
         processes.append(procs.Process(f"agent {name}", argv, folder / "agent.log", cwd=folder))
     return processes

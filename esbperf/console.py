@@ -36,7 +36,7 @@ def _console_properties(testbed: Testbed, cfg: ConsoleConfig) -> str:
         "grinder.console.sampleInterval": cfg.sample_interval_ms,
         # Keep build output and Jython's compiled classes out of the agents' caches.
         "grinder.console.distributionFileFilterExpression":
-            r"^CVS/$|^\.svn/$|^.*~$|^\..*$|^target/$|^__pycache__/$|^.*\$py\.class$|^.*\.pyc$",
+            r"^CVS/$|^\.svn/$|^.*~$|^\..*$|^target/$|^http-client/$|^__pycache__/$|^.*\$py\.class$|^.*\.pyc$",
     }
     return "".join(f"{k}={str(v).replace(chr(92), chr(92) * 2)}\n" for k, v in lines.items())
 
@@ -151,12 +151,28 @@ class ControlClient:
                                    f"after {timeout:.0f} s; start them with `esbperf agent`")
             time.sleep(0.2)
 
-    def wait_workers_finished(self, timeout: float) -> bool:
-        """Wait until no worker of any agent is running; False on timeout."""
+    def worker_ids(self) -> set[str]:
+        return {w["id"] for a in self.agents() for w in a.get("workers", [])}
+
+    def wait_workers_started(self, before: set[str], count: int, timeout: float = 60) -> set[str]:
+        """Wait until `count` workers not in `before` (ids known before the start) report."""
+        deadline = time.monotonic() + timeout
+        while True:
+            new = self.worker_ids() - before
+            if len(new) >= count:
+                return new
+            if time.monotonic() > deadline:
+                raise EsbperfError(f"{len(new)} of {count} worker processes started within {timeout:.0f} s; "
+                                   "see the agents' logs")
+            time.sleep(0.1)
+
+    def wait_workers_finished(self, workers: set[str], timeout: float) -> bool:
+        """Wait until none of `workers` is running (finished, or gone); False on timeout."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            workers = [w for a in self.agents() for w in a.get("workers", [])]
-            if not any(w["state"] in ("STARTED", "RUNNING") for w in workers):
+            running = [w for a in self.agents() for w in a.get("workers", [])
+                       if w["id"] in workers and w["state"] in ("STARTED", "RUNNING")]
+            if not running:
                 return True
             time.sleep(0.2)
         return False

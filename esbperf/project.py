@@ -57,12 +57,13 @@ class GrinderHome(Module):
 
 GRINDER_HOME = GrinderHome("agents/grinder-home", "grinder-home")
 CONTROL_API = Module("console-config/control-api", "control-api")
+HTTP_CLIENT = Module("grinder-scripts/http-client", "http-client")
 MONITOR = Module("agents/monitor", "monitor")
 JAXWS_ECHO = Module("jaxws-echo", "jaxws-echo")
 CAMEL = Module("esb-projects/camel", "esb-camel")
 SYNAPSE = Module("esb-projects/synapse", "esb-synapse")
 
-ALL_MODULES = [GRINDER_HOME, CONTROL_API, MONITOR, JAXWS_ECHO, CAMEL, SYNAPSE]
+ALL_MODULES = [GRINDER_HOME, CONTROL_API, HTTP_CLIENT, MONITOR, JAXWS_ECHO, CAMEL, SYNAPSE]
 
 CONSOLE_CONFIG = ROOT / "console-config"
 GRINDER_SCRIPTS = ROOT / "grinder-scripts"

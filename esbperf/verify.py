@@ -1,0 +1,48 @@
+"""`esbperf verify`: one request per scenario (and per back end where the scenario routes) to a
+target, each answer checked by the same contract code the Grinder workers use."""
+from __future__ import annotations
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from esbperf import scenarios, topology
+from esbperf.errors import EsbperfError
+
+
+def verify_target(testbed: topology.Testbed, target_name: str, only: list[str] | None = None,
+                  size: int = 1024, timeout: float = 10.0) -> list[scenarios.Outcome]:
+    target = testbed.target(target_name)
+    known = scenarios.names()
+    for name in only or []:
+        if name not in known:
+            raise EsbperfError(f"unknown scenario '{name}' (known: {', '.join(known)})")
+    outcomes = []
+    for name in only or known:
+        outcomes.extend(scenarios.exercise(target, name, size, timeout))
+    return outcomes
+
+
+def print_outcomes(target_name: str, outcomes: list[scenarios.Outcome]) -> None:
+    table = Table(title=f"verify {target_name}")
+    for column in ("scenario", "back end", "url", "result", "ms"):
+        table.add_column(column)
+    for o in outcomes:
+        table.add_row(o.scenario, o.backend, o.url,
+                      "[green]pass[/green]" if o.ok else f"[red]FAIL[/red] {o.detail}", f"{o.ms:.1f}")
+    Console().print(table)
+
+
+@click.command()
+@click.option("--target", "target_name", required=True, help="Target name from the testbed (e.g. camel, synapse, direct).")
+@click.option("--testbed", "testbed_name", metavar="NAME|FILE", help="Testbed description (default: local).")
+@click.option("--scenario", "only", multiple=True, help="Check only this scenario (repeatable).")
+@click.option("--size", default=1024, show_default=True, help="Payload size in bytes.")
+@click.option("--timeout", default=10.0, show_default=True, help="Seconds to wait for each answer.")
+def verify(target_name: str, testbed_name: str | None, only: tuple[str, ...], size: int, timeout: float) -> None:
+    """Send one request per scenario to a target and check the answers and the back end."""
+    outcomes = verify_target(topology.load(testbed_name), target_name, list(only), size, timeout)
+    print_outcomes(target_name, outcomes)
+    failed = [o for o in outcomes if not o.ok]
+    if failed:
+        raise EsbperfError(f"{len(failed)} of {len(outcomes)} checks failed for target {target_name}")
