@@ -1,0 +1,72 @@
+package esbperf.echo;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.net.BindException;
+import java.util.concurrent.CountDownLatch;
+import java.util.logging.LogManager;
+
+/** `java esbperf.echo.EchoMain --id ws1 --port 18001 [...]`: runs one echo back end until SIGTERM. */
+public final class EchoMain {
+
+    /** Room for 320+ clients connecting at once without SYN retries. */
+    static final int ACCEPT_BACKLOG = 1024;
+
+    private EchoMain() {
+    }
+
+    public static void main(String[] args) throws Exception {
+        tuneJdk();
+        quietLogging();
+        EchoOptions options;
+        try {
+            options = EchoOptions.parse(args);
+        } catch (IllegalArgumentException e) {
+            fail(e.getMessage());
+            return;
+        }
+        EchoRuntime runtime;
+        try {
+            runtime = EchoRuntime.start(options);
+        } catch (BindException e) {
+            fail("cannot listen on " + options.host() + ":" + options.port() + ": " + e.getMessage());
+            return;
+        }
+        CountDownLatch stopped = new CountDownLatch(1);
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            runtime.close();
+            System.out.println("echo " + options.backendId() + ": stopped");
+            stopped.countDown();
+        }, "echo-stop"));
+        System.out.println("echo " + options.backendId() + ": " + runtime.description() + " ready; SOAP "
+                + options.baseUrl() + "/echo (WSDL ?wsdl), raw echo " + options.baseUrl() + "/raw");
+        stopped.await();
+    }
+
+    /** JDK settings that must be in place before the first HTTP or XML class loads; -D wins. */
+    private static void tuneJdk() {
+        // Without it every small answer of the JDK HttpServer waits ~40 ms (Nagle + delayed ACK).
+        System.setProperty("sun.net.httpserver.nodelay", System.getProperty("sun.net.httpserver.nodelay", "true"));
+        // The default (200) closes keep-alive connections beyond it: we serve 320+.
+        System.setProperty("sun.net.httpserver.maxIdleConnections",
+                System.getProperty("sun.net.httpserver.maxIdleConnections", "1000"));
+        // Defence in depth for the JDK's XML parsers: no external DTD or schema, whatever the stack asks.
+        System.setProperty("javax.xml.accessExternalDTD", "");
+        System.setProperty("javax.xml.accessExternalSchema", "");
+    }
+
+    /** Our logging.properties, unless the user gave one of their own. */
+    private static void quietLogging() throws IOException {
+        if (System.getProperty("java.util.logging.config.file") != null) {
+            return;
+        }
+        try (InputStream in = EchoMain.class.getResourceAsStream("logging.properties")) {
+            LogManager.getLogManager().readConfiguration(in);
+        }
+    }
+
+    private static void fail(String message) {
+        System.err.println("echo: error: " + message);
+        System.exit(2);
+    }
+}

@@ -1,0 +1,20 @@
+package esbperf.echo;
+
+/** One running echo server (a SOAP stack and its HTTP server); closing it stops both. */
+public interface EchoRuntime extends AutoCloseable {
+
+    /** Publishes the service and the raw echo on the runtime chosen by --runtime. */
+    static EchoRuntime start(EchoOptions options) throws Exception {
+        return switch (options.runtime()) {
+            case "jaxws" -> RiRuntime.start(options);
+            case "cxf" -> CxfRuntime.start(options);
+            default -> throw new IllegalArgumentException("unknown runtime " + options.runtime());
+        };
+    }
+
+    /** A name for the banner, e.g. "JAX-WS RI 4.0.2 on the JDK HttpServer". */
+    String description();
+
+    @Override
+    void close();
+}
