@@ -1,0 +1,191 @@
+"""Sweep plans (console-config/plans/<name>.yaml): scenario × payload × users, with per-step
+duration and warm-up, iterations, the users → processes × threads mapping, keep-alive and
+timeouts. Every error names the file, the field and what is allowed."""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from esbperf import scenarios
+from esbperf.config import load_yaml
+from esbperf.errors import EsbperfError
+from esbperf.project import CONSOLE_CONFIG
+
+PLANS = CONSOLE_CONFIG / "plans"
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|K|MB|M)?\s*$", re.IGNORECASE)
+_UNIT = {"B": 1, "K": 1024, "KB": 1024, "M": 1024 * 1024, "MB": 1024 * 1024}
+FIELDS = {
+    "name": "a name",
+    "description": "text",
+    "scenarios": f"a list of scenarios ({', '.join(scenarios.names())})",
+    "payloads": "a list of sizes such as 512B, 0.5KB, 100KB, 1MB",
+    "users": "a list of positive integers (concurrent users)",
+    "duration_s": "seconds measured per step (positive number)",
+    "warmup_s": "seconds of warm-up before each step's measurement (number >= 0)",
+    "iterations": "how many times the whole plan runs (positive integer)",
+    "keepalive": "true or false",
+    "timeout_s": "seconds to wait for an answer (positive number)",
+    "max_threads_per_process": "worker threads per worker process at most (positive integer)",
+}
+
+
+def parse_size(value: Any) -> int:
+    """512 / "512B" / "0.5KB" / "100 KB" / "1MB" -> bytes (KB = 1024 bytes)."""
+    if isinstance(value, bool):
+        raise ValueError(value)
+    if isinstance(value, int):
+        if value <= 0:
+            raise ValueError(value)
+        return value
+    m = _SIZE.match(str(value))
+    if not m:
+        raise ValueError(value)
+    size = float(m.group(1)) * _UNIT[(m.group(2) or "B").upper()]
+    if size < 1 or size != int(size):
+        raise ValueError(value)
+    return int(size)
+
+
+def size_label(size: int) -> str:
+    """Folder-friendly label: 1024 -> 1KB, 512 -> 0.5KB, 1048576 -> 1024KB, 1000 -> 1000B."""
+    kb = size / 1024
+    if size % 128 == 0:
+        return f"{kb:g}KB"
+    return f"{size}B"
+
+
+@dataclass(frozen=True)
+class Step:
+    scenario: str
+    payload_bytes: int
+    users: int
+    iteration: int
+
+    @property
+    def payload_label(self) -> str:
+        return size_label(self.payload_bytes)
+
+    def relative_dir(self) -> Path:
+        return Path(self.scenario) / self.payload_label / str(self.users) / f"iter-{self.iteration}"
+
+
+@dataclass
+class Plan:
+    name: str
+    scenarios: list[str]
+    payloads: list[int]
+    users: list[int]
+    duration_s: float
+    warmup_s: float
+    iterations: int = 1
+    keepalive: bool = True
+    timeout_s: float = 120
+    max_threads_per_process: int = 100
+    description: str = ""
+    source: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def steps(self) -> list[Step]:
+        """Every step in run order: iterations outermost, then scenario, payload, users."""
+        return [Step(s, p, u, i)
+                for i in range(1, self.iterations + 1)
+                for s in self.scenarios for p in self.payloads for u in self.users]
+
+    def step_seconds(self) -> float:
+        return self.warmup_s + self.duration_s
+
+    def processes_threads(self, users: int, agents: int = 1) -> tuple[int, int]:
+        """Worker processes and threads per agent for `users` concurrent users over `agents`."""
+        if users % agents:
+            raise EsbperfError(f"{users} users cannot be split evenly over {agents} agents; "
+                               "change the plan's users or the number of agents")
+        per_agent = users // agents
+        processes = math.ceil(per_agent / self.max_threads_per_process)
+        while per_agent % processes:
+            processes += 1
+        return processes, per_agent // processes
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("extra")
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict, source: str) -> "Plan":
+        return _validate(dict(data), source)
+
+
+def resolve(name_or_path: str | Path) -> Path:
+    candidate = Path(name_or_path)
+    if candidate.suffix in (".yaml", ".yml") or candidate.exists():
+        return candidate
+    path = PLANS / f"{name_or_path}.yaml"
+    if not path.exists():
+        known = sorted(p.stem for p in PLANS.glob("*.yaml"))
+        raise EsbperfError(f"unknown plan '{name_or_path}' (known: {', '.join(known)}; or give a file)")
+    return path
+
+
+def load(name_or_path: str | Path) -> Plan:
+    path = resolve(name_or_path)
+    return _validate(load_yaml(path), str(path))
+
+
+def _validate(data: dict, source: str) -> Plan:
+    def fail(name: str, got: Any) -> None:
+        raise EsbperfError(f"{source}: field '{name}' must be {FIELDS[name]}, got {got!r}")
+
+    unknown = [k for k in data if k not in FIELDS]
+    if unknown:
+        raise EsbperfError(f"{source}: unknown field '{unknown[0]}' (allowed: {', '.join(FIELDS)})")
+    for required in ("scenarios", "payloads", "users", "duration_s"):
+        if required not in data:
+            raise EsbperfError(f"{source}: field '{required}' is missing; it must be {FIELDS[required]}")
+
+    def number(name: str, default: Any, minimum: float, integer: bool = False, strict: bool = True):
+        value = data.get(name, default)
+        ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
+        if isinstance(value, bool) or not ok_type or value < minimum or (strict and value == minimum and minimum == 0):
+            fail(name, value)
+        return value
+
+    def a_list(name: str) -> list:
+        value = data[name]
+        if not isinstance(value, list) or not value:
+            raise EsbperfError(f"{source}: field '{name}' must be a non-empty list: {FIELDS[name]}; got {value!r}")
+        return value
+
+    names = scenarios.names()
+    scenario_list = a_list("scenarios")
+    for i, s in enumerate(scenario_list):
+        if s not in names:
+            raise EsbperfError(f"{source}: scenarios[{i}]: unknown scenario {s!r} (allowed: {', '.join(names)})")
+    payloads = []
+    for i, p in enumerate(a_list("payloads")):
+        try:
+            payloads.append(parse_size(p))
+        except ValueError:
+            raise EsbperfError(f"{source}: payloads[{i}]: {p!r} is not a size (e.g. 512B, 0.5KB, 100KB, 1MB)") from None
+    users = []
+    for i, u in enumerate(a_list("users")):
+        if isinstance(u, bool) or not isinstance(u, int) or u < 1:
+            raise EsbperfError(f"{source}: users[{i}]: must be a positive integer, got {u!r}")
+        users.append(u)
+    keepalive = data.get("keepalive", True)
+    if not isinstance(keepalive, bool):
+        fail("keepalive", keepalive)
+    return Plan(
+        name=str(data.get("name", Path(source).stem)),
+        description=str(data.get("description", "")),
+        scenarios=list(scenario_list), payloads=payloads, users=users,
+        duration_s=number("duration_s", None, 0),
+        warmup_s=number("warmup_s", 0, 0, strict=False),
+        iterations=number("iterations", 1, 1, integer=True),
+        keepalive=keepalive,
+        timeout_s=number("timeout_s", 120, 0),
+        max_threads_per_process=number("max_threads_per_process", 100, 1, integer=True),
+        source=source,
+    )
