@@ -1,0 +1,158 @@
+package esbperf.monitor;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+import org.hyperic.sigar.Sigar;
+import org.hyperic.sigar.SigarException;
+
+/**
+ * The CPU (percent of one core) and resident memory of watched processes: given by pid, or by
+ * a text their command line contains (re-resolved when they restart, e.g. the ESB's JVM).
+ * All processes matching one text are summed under that text, so the series stays one line
+ * whatever their pids. CPU is the growth of the process's CPU time between two readings at
+ * least {@link #MIN_INTERVAL_MS} apart: sigar caches a process's /proc data for up to 2 s,
+ * and a faster reading would see no growth.
+ */
+final class ProcessWatcher {
+
+  static final long MIN_INTERVAL_MS = 2000;
+
+  private record Reading(long cpuMs, long atMs) {
+  }
+
+  private final Sigar sigar;
+  private final List<Long> pids;
+  private final List<String> matches;
+  private final Set<Long> notMatchable;                       // the monitor and its launchers
+  private final Map<String, List<Long>> resolved = new HashMap<>();
+  private final Map<Long, Reading> previous = new HashMap<>();
+  private long lastSampleMs;
+
+  ProcessWatcher(Sigar sigar, List<Long> pids, List<String> matches) throws SigarException {
+    this.sigar = sigar;
+    this.pids = pids;
+    this.matches = matches;
+    this.notMatchable = selfAndAncestors();
+  }
+
+  boolean watchesAnything() {
+    return !pids.isEmpty() || !matches.isEmpty();
+  }
+
+  boolean due(long nowMs) {
+    return watchesAnything() && nowMs - lastSampleMs >= MIN_INTERVAL_MS;
+  }
+
+  void sample(long nowMs, Tick.Builder out) {
+    lastSampleMs = nowMs;
+    final Set<Long> seen = new HashSet<>();
+    for (long pid : pids) {
+      emit(Long.toString(pid), List.of(pid), nowMs, out, seen);
+    }
+    for (String text : matches) {
+      List<Long> group = resolved.get(text);
+      if (group == null || group.isEmpty() || !group.stream().allMatch(this::alive)) {
+        group = findByCommandLine(text);   // first time, or one of them exited (a restart)
+        resolved.put(text, group);
+      }
+      emit(text, group, nowMs, out, seen);
+    }
+    previous.keySet().retainAll(seen);
+  }
+
+  /** proc.rss and proc.cpu for the live processes of a group; nothing when none is alive. */
+  private void emit(String label, List<Long> group, long nowMs, Tick.Builder out, Set<Long> seen) {
+    double cpuPercent = 0;
+    long rss = 0;
+    boolean anyAlive = false;
+    boolean cpuKnown = false;
+    for (long pid : group) {
+      final long cpuMs;
+      try {
+        cpuMs = sigar.getProcTime(pid).getTotal();
+        rss += sigar.getProcMem(pid).getResident();
+      }
+      catch (SigarException e) {
+        continue;   // exited since it was found
+      }
+      anyAlive = true;
+      seen.add(pid);
+      final Reading before = previous.put(pid, new Reading(cpuMs, nowMs));
+      if (before != null && nowMs > before.atMs) {
+        cpuPercent += 100.0 * (cpuMs - before.cpuMs) / (nowMs - before.atMs);
+        cpuKnown = true;
+      }
+    }
+    if (anyAlive) {
+      out.add("proc.rss", label, rss);
+      if (cpuKnown) {   // a process seen for the first time has no interval yet
+        out.add("proc.cpu", label, cpuPercent);
+      }
+    }
+  }
+
+  private boolean alive(long pid) {
+    try {
+      sigar.getProcState(pid);
+      return true;
+    }
+    catch (SigarException e) {
+      return false;
+    }
+  }
+
+  private List<Long> findByCommandLine(String text) {
+    final List<Long> found = new ArrayList<>();
+    final long[] all;
+    try {
+      all = sigar.getProcList();
+    }
+    catch (SigarException e) {
+      return found;
+    }
+    for (long pid : all) {
+      if (notMatchable.contains(pid)) {
+        continue;
+      }
+      try {
+        if (String.join(" ", sigar.getProcArgs(pid)).contains(text)) {
+          found.add(pid);
+        }
+      }
+      catch (SigarException e) {
+        // exited while we looked, or not ours to read: not a match
+      }
+    }
+    return found;
+  }
+
+  /** The monitor's own command line holds the text after --match, and so do the commands that
+   * launched it (esbperf monitor, ip netns exec, …): never count those. */
+  private Set<Long> selfAndAncestors() throws SigarException {
+    final Set<Long> chain = new HashSet<>();
+    long pid = sigar.getPid();
+    while (pid > 1 && chain.add(pid)) {
+      try {
+        pid = sigar.getProcState(pid).getPpid();
+      }
+      catch (SigarException e) {
+        break;
+      }
+    }
+    return chain;
+  }
+
+  /** The labels this watcher reports under, for the status page. */
+  List<String> labels() {
+    final Map<String, Boolean> labels = new LinkedHashMap<>();
+    pids.forEach(p -> labels.put(Long.toString(p), true));
+    matches.forEach(m -> labels.put(m, true));
+    return List.copyOf(labels.keySet());
+  }
+}

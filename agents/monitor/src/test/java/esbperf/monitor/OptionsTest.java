@@ -1,0 +1,51 @@
+package esbperf.monitor;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.List;
+
+import org.junit.jupiter.api.Test;
+
+class OptionsTest {
+
+  @Test
+  void parsesEveryOption() throws Exception {
+    final Options o = Options.parse(new String[] {
+        "--role", "esb", "--listen", "127.0.0.1:17092", "--pid", "42", "--pid", "43", "--match", "camel.Main"});
+    assertEquals("esb", o.role());
+    assertEquals("127.0.0.1", o.listen().getAddress().getHostAddress());
+    assertEquals(17092, o.listen().getPort());
+    assertEquals(List.of(42L, 43L), o.pids());
+    assertEquals(List.of("camel.Main"), o.matches());
+  }
+
+  @Test
+  void acceptsIpv6Loopback() throws Exception {
+    assertTrue(Options.parse(new String[] {"--listen", "[::1]:17092"}).listen().getAddress().isLoopbackAddress());
+  }
+
+  @Test
+  void refusesTheWildcardAndNames() {
+    assertMessage("not all interfaces", "--listen", "0.0.0.0:17092");
+    assertMessage("not all interfaces", "--listen", "[::]:17092");
+    assertMessage("must be an IP address", "--listen", "localhost:17092");
+  }
+
+  @Test
+  void refusesBadValues() {
+    assertMessage("is required", "--role", "esb");
+    assertMessage("must be 1-65535", "--listen", "127.0.0.1:0");
+    assertMessage("must be a number", "--listen", "127.0.0.1:http");
+    assertMessage("positive number", "--listen", "127.0.0.1:1", "--pid", "-3");
+    assertMessage("non-empty", "--listen", "127.0.0.1:1", "--match", "  ");
+    assertMessage("needs a value", "--listen");
+    assertMessage("unknown option --interval", "--interval", "5");
+  }
+
+  private static void assertMessage(String expected, String... args) {
+    final Options.UsageError e = assertThrows(Options.UsageError.class, () -> Options.parse(args));
+    assertTrue(e.getMessage().contains(expected), e.getMessage());
+  }
+}

@@ -1,0 +1,359 @@
+"""The sigar host monitors: starting one per host role, pulling each step's samples from all of
+them into the step's folder, and the per-step verdict on CPU and link saturation.
+
+Each monitor keeps its samples in memory and serves them over HTTP (agents/monitor); after a
+step the runner pulls the step's window from every monitor (`collect_step`). See
+docs/monitoring.md for why it is a pull, the CSV format and the verdict rule.
+"""
+from __future__ import annotations
+
+import csv
+import http.client
+import io
+import ipaddress
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import click
+
+from esbperf import procs, topology
+from esbperf.config import state_dir
+from esbperf.console import testbed_option
+from esbperf.errors import EsbperfError
+from esbperf.project import MONITOR, ensure_built
+from esbperf.topology import ROLES, Testbed
+
+NATIVE_DIR = MONITOR.dir / "target" / "native"   # sigar's JNI libraries, unpacked by the build
+MAIN_CLASS = "esbperf.monitor.Monitor"
+# A small heap, one GC thread and the quick compiler only: the monitor must cost its host ~nothing.
+JVM_ARGS = ["-Xms8m", "-Xmx48m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+            "-XX:CICompilerCount=1", "-XX:-UsePerfData", "-Xss512k"]
+
+INTERVAL_MS = 1000          # the monitor's sampling period (Monitor.INTERVAL_MS)
+GAP_AFTER_MS = 2 * INTERVAL_MS   # samples further apart than this leave a gap
+PULL_TIMEOUT_S = 5.0
+CSV_HEADER = ["time_ms", "phase", "metric", "subject", "value"]
+
+THRESHOLD_PERCENT = 85.0    # a host resource above this is a bottleneck ...
+SUSTAIN_SAMPLES = 3         # ... when held for this many consecutive 1-s samples, or on average
+LOOPBACK = "lo"             # not a link: loopback traffic never leaves the host
+
+
+# ---- starting a monitor ------------------------------------------------------------------
+
+def monitor_process(role: str, host: str, port: int, pids: Sequence[int] = (), matches: Sequence[str] = (),
+                    workdir: Path | None = None, testbed: Testbed | None = None) -> procs.Process:
+    """A monitor for `role` (not started) serving on host:port, watching `pids` and the processes
+    whose command line contains one of `matches`. With `testbed`, it runs on that role's host
+    (inside its network namespace when the testbed is emulated)."""
+    if role not in ROLES:
+        raise EsbperfError(f"unknown role '{role}' (roles: {', '.join(ROLES)})")
+    for match in matches:
+        if not match.strip():
+            raise EsbperfError("--match needs a non-empty text")
+    ensure_built(MONITOR)
+    if not any(NATIVE_DIR.glob("libsigar-*")):
+        raise EsbperfError(f"sigar's native library is missing from {NATIVE_DIR}; "
+                           "run `esbperf build` (it unpacks it there)")
+    argv = [procs.java_executable(), *JVM_ARGS, f"-Dorg.hyperic.sigar.path={NATIVE_DIR}",
+            "-cp", MONITOR.classpath(), MAIN_CLASS, "--role", role, "--listen", _host_port(host, port)]
+    for pid in pids:
+        argv += ["--pid", str(pid)]
+    for match in matches:
+        argv += ["--match", match]
+    if testbed is None or not testbed.emulated:
+        # (An emulated host's address exists only inside its namespace; there the monitor
+        # itself reports a port in use, in one line too.)
+        procs.check_port_free(host, port, f"{role} monitor")
+    if testbed is not None:
+        argv = testbed.command(role, argv)
+    workdir = workdir or state_dir() / f"monitor-{role}"
+    return procs.Process(f"{role} monitor", argv, workdir / "monitor.log", cwd=workdir)
+
+
+def start_monitor(role: str, host: str, port: int, pids: Sequence[int] = (), matches: Sequence[str] = (),
+                  workdir: Path | None = None, testbed: Testbed | None = None,
+                  timeout: float = 30) -> procs.Process:
+    """Start a monitor and return once it serves samples."""
+    process = monitor_process(role, host, port, pids, matches, workdir, testbed)
+    log_size = _log_size(process)
+    process.start()
+    _wait_serving(process, host, port, timeout, log_size)
+    return process
+
+
+def _log_size(process: procs.Process) -> int:
+    """The log is appended to: errors of this start are after this offset."""
+    return process.log.stat().st_size if process.log.exists() else 0
+
+
+def _wait_serving(process: procs.Process, host: str, port: int, timeout: float, log_size: int) -> None:
+    """Wait until the monitor answers; if it fails, raise its own one-line error."""
+    try:
+        process.wait_until(lambda: status(host, port) is not None, timeout,
+                           f"its samples served at {_base_url(host, port)}")
+    except BaseException as e:
+        process.stop()
+        if isinstance(e, EsbperfError):
+            raise EsbperfError(_failure_line(process, log_size) or str(e).splitlines()[0]) from None
+        raise
+
+
+def _failure_line(process: procs.Process, log_size: int) -> str | None:
+    """The monitor's "monitor: error: ..." line from this start's part of its log."""
+    try:
+        with open(process.log, "rb") as log:
+            log.seek(log_size)
+            lines = log.read().decode(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        if line.startswith("monitor: error: "):
+            return f"{process.name}: {line[len('monitor: error: '):]}"
+    if process.popen is not None and process.popen.returncode is not None:
+        return f"{process.name} exited (status {process.popen.returncode}) before serving samples; see {process.log}"
+    return None
+
+
+def status(host: str, port: int, timeout: float = 0.5) -> dict | None:
+    """The monitor's /status document, or None when nothing answers there."""
+    try:
+        with urllib.request.urlopen(_base_url(host, port) + "/status", timeout=timeout) as response:
+            return json.loads(response.read())
+    except (OSError, ValueError, http.client.HTTPException):
+        return None
+
+
+def _host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _base_url(host: str, port: int) -> str:
+    return f"http://{_host_port(host, port)}"
+
+
+# ---- collecting a step -------------------------------------------------------------------
+
+def collect_step(testbed: Testbed, step_dir: Path, warmup_start_ms: int, measure_start_ms: int,
+                 end_ms: int, roles: Iterable[str] | None = None) -> dict:
+    """Pull the samples of [warmup_start_ms, end_ms) from the monitor of every role that has a
+    monitor_port (or of `roles`) into step_dir/monitor-<role>.csv, and judge the measurement
+    window [measure_start_ms, end_ms). A monitor that does not answer, or whose samples stop,
+    leaves `gap` rows and an error line for that role; it never stops the run."""
+    if not warmup_start_ms <= measure_start_ms < end_ms:
+        raise EsbperfError(f"collect_step: the step's times must satisfy warmup start <= measure start < end, "
+                           f"got {warmup_start_ms}, {measure_start_ms}, {end_ms}")
+    chosen = [r for r in ROLES if testbed.hosts[r].monitor_port] if roles is None else list(roles)
+    for role in chosen:
+        if role not in testbed.hosts:
+            raise EsbperfError(f"collect_step: unknown role '{role}' (roles: {', '.join(ROLES)})")
+        if not testbed.hosts[role].monitor_port:
+            raise EsbperfError(f"collect_step: {testbed.path}: hosts.{role} has no monitor_port")
+    _wait_for_last_sample(end_ms)
+    step_dir.mkdir(parents=True, exist_ok=True)
+    window = _Window(warmup_start_ms, measure_start_ms, end_ms)
+    result: dict = {"bottlenecks": [], "monitors": {}}
+    for role in chosen:
+        host = testbed.hosts[role]
+        samples, error, skew = _pull(host.address, host.monitor_port, window)
+        gaps = _gaps(samples, window, error)
+        _write_csv(step_dir / f"monitor-{role}.csv", samples, gaps, window)
+        result["monitors"][role] = {
+            "rows": len(samples),
+            "gaps_ms": sum(g[2] for g in gaps),
+            "error": error,
+            "clock_skew_ms": skew,
+        }
+        result["bottlenecks"] += verdict(role, samples, host.link_mbit, window)
+    return result
+
+
+class _Window:
+    """One step's times: [warmup, measure) is the warm-up, [measure, end) the measurement."""
+
+    def __init__(self, warmup: int, measure: int, end: int):
+        self.warmup, self.measure, self.end = warmup, measure, end
+
+    def phase(self, time_ms: int) -> str:
+        return "measure" if time_ms >= self.measure else "warmup"
+
+
+# One sample as the monitor sent it: (time_ms, metric, subject, value as text).
+Sample = tuple[int, str, str, str]
+
+
+def _wait_for_last_sample(end_ms: int) -> None:
+    """Collecting right at the step's end would miss the last second: give it time to be taken."""
+    lead = end_ms - time.time() * 1000
+    if lead > INTERVAL_MS:
+        raise EsbperfError(f"collect_step: the step ends {lead / 1000:.1f} s in the future; "
+                           "collect a step once it has ended")
+    time.sleep(max(0.0, (end_ms + INTERVAL_MS + 200 - time.time() * 1000) / 1000))
+
+
+def _pull(host: str, port: int, window: _Window) -> tuple[list[Sample], str | None, int | None]:
+    """(samples, error, clock skew in ms) from one monitor; an unreachable monitor is an error
+    line, not an exception."""
+    url = f"{_base_url(host, port)}/samples?from={window.warmup}&to={window.end}"
+    sent = time.time() * 1000
+    where = _host_port(host, port)
+    try:
+        with urllib.request.urlopen(url, timeout=PULL_TIMEOUT_S) as response:
+            body = response.read().decode()
+            monitor_now = response.headers.get("X-Monitor-Time-Ms")
+    except urllib.error.HTTPError as e:
+        return [], f"monitor at {where} answered HTTP {e.code} to {url}", None
+    except (OSError, http.client.HTTPException) as e:   # refused, timed out, cut off mid-answer
+        reason = getattr(e, "reason", None) or e.__class__.__name__
+        return [], f"monitor at {where} does not answer ({reason})", None
+    skew = round(int(monitor_now) - (sent + time.time() * 1000) / 2) if monitor_now else None
+    rows = csv.reader(io.StringIO(body))
+    if next(rows, None) != ["time_ms", "metric", "subject", "value"]:
+        return [], f"monitor at {where} answered something that is not its samples CSV", skew
+    try:
+        samples = [(int(t), metric, subject, value) for t, metric, subject, value in rows]
+    except ValueError:
+        return [], f"monitor at {where} answered a malformed samples CSV", skew
+    return samples, None, skew
+
+
+def _gaps(samples: list[Sample], window: _Window, error: str | None) -> list[tuple[int, str, int]]:
+    """(start_ms, reason, span_ms) of the parts of the window without host samples, split at
+    the measurement's start so each phase's loss is known. A sample at t covers the second
+    before t (its CPU figures are since the previous sample), so one late or failed sample
+    loses nothing; two seconds without any do."""
+    reason = f"monitor not answering: {error}" if error else "no samples"
+    ticks = sorted({t for t, metric, _, _ in samples if metric == "cpu.total"})
+    spans = []
+    if not ticks:
+        spans.append((window.warmup, window.end))
+    else:
+        if ticks[0] - window.warmup > GAP_AFTER_MS:
+            spans.append((window.warmup, ticks[0] - INTERVAL_MS))
+        for before, after in zip(ticks, ticks[1:]):
+            if after - before > GAP_AFTER_MS:
+                spans.append((before, after - INTERVAL_MS))
+        if window.end - ticks[-1] > GAP_AFTER_MS:
+            spans.append((ticks[-1], window.end))
+    gaps = []
+    for start, stop in spans:
+        for part_start, part_stop in ((start, min(stop, window.measure)), (max(start, window.measure), stop)):
+            if part_stop > part_start:
+                gaps.append((part_start, reason, part_stop - part_start))
+    return gaps
+
+
+def _write_csv(path: Path, samples: list[Sample], gaps: list[tuple[int, str, int]], window: _Window) -> None:
+    """Written to a temporary file and renamed, so a reader never sees half a file."""
+    rows = [(t, window.phase(t), metric, _plain(subject), value) for t, metric, subject, value in samples]
+    rows += [(t, window.phase(t), "gap", _plain(reason), str(span)) for t, reason, span in gaps]
+    rows.sort(key=lambda r: r[0])   # stable: a tick's rows keep the monitor's order
+    partial = path.with_name(path.name + ".partial")
+    with open(partial, "w", newline="") as out:
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(CSV_HEADER)
+        writer.writerows(rows)
+    os.replace(partial, path)
+
+
+def _plain(subject: str) -> str:
+    """Subjects never need CSV quoting (the analysis reads the files without quote handling)."""
+    return subject.replace(",", ";").replace('"', "'").replace("\r", " ").replace("\n", " ")
+
+
+# ---- the verdict -------------------------------------------------------------------------
+
+def verdict(role: str, samples: list[Sample], link_mbit: float | None, window: _Window) -> list[dict]:
+    """The host's resources that exceeded THRESHOLD_PERCENT during the measurement window:
+    held above it for SUSTAIN_SAMPLES consecutive samples, or above it on average."""
+    series = {"cpu": [(t, float(v)) for t, metric, _, v in samples
+                      if metric == "cpu.total" and t >= window.measure]}
+    if link_mbit:
+        for direction in ("rx", "tx"):
+            series[f"link-{direction}"] = _link_percent(samples, f"net.{direction}_bytes", link_mbit, window)
+    found = []
+    for resource, points in series.items():
+        values = [v for _, v in sorted(points)]
+        if not values:
+            continue
+        mean = sum(values) / len(values)
+        held = max(min(values[i:i + SUSTAIN_SAMPLES]) for i in range(max(1, len(values) - SUSTAIN_SAMPLES + 1)))
+        if held > THRESHOLD_PERCENT or mean > THRESHOLD_PERCENT:
+            found.append({"role": role, "resource": resource, "max_percent": round(max(values), 1),
+                          "mean_percent": round(mean, 1), "sustained_percent": round(held, 1)})
+    return found
+
+
+def _link_percent(samples: list[Sample], metric: str, link_mbit: float, window: _Window) -> list[tuple[int, float]]:
+    """Per sample time in the measurement: the busiest interface's rate as a percent of the link.
+    A rate is the counter's growth since the interface's previous sample."""
+    by_interface: dict[str, list[tuple[int, int]]] = {}
+    for t, m, subject, value in samples:
+        if m == metric and subject != LOOPBACK:
+            by_interface.setdefault(subject, []).append((t, int(value)))
+    busiest: dict[int, float] = {}
+    for points in by_interface.values():
+        points.sort()
+        for (t0, v0), (t1, v1) in zip(points, points[1:]):
+            if t1 < window.measure or t1 <= t0 or v1 < v0:   # before the window, or a counter reset
+                continue
+            mbit_per_s = (v1 - v0) * 8 / 1e6 / ((t1 - t0) / 1000)
+            busiest[t1] = max(busiest.get(t1, 0.0), 100.0 * mbit_per_s / link_mbit)
+    return list(busiest.items())
+
+
+# ---- the command -------------------------------------------------------------------------
+
+def _parse_listen(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    host = host.strip("[]")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise EsbperfError(f"--listen must be HOST:PORT with a port 1-65535, got '{value}'")
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        raise EsbperfError(f"--listen host must be an IP address, got '{host}'") from None
+    if address.is_unspecified:
+        raise EsbperfError("--listen must name one address (loopback or the testbed address), not all interfaces")
+    return host, int(port)
+
+
+@click.command()
+@click.option("--role", required=True, type=click.Choice(ROLES), help="The host role this monitor samples.")
+@click.option("--pid", "pids", type=click.IntRange(min=1), multiple=True, metavar="PID",
+              help="Also sample this process's CPU and memory (repeatable).")
+@click.option("--match", "matches", multiple=True, metavar="TEXT",
+              help="Also sample the processes whose command line contains TEXT, e.g. the ESB's main "
+                   "class; found again when they restart (repeatable).")
+@click.option("--listen", metavar="HOST:PORT",
+              help="Where to serve samples (default: the role's address and monitor_port in the testbed).")
+@testbed_option
+def monitor(role: str, pids: tuple[int, ...], matches: tuple[str, ...], listen: str | None,
+            testbed_name: str | None) -> None:
+    """Sample this host's CPU, memory and network once a second (watched processes every 2 s)
+    and serve the samples to the runner; Ctrl-C stops it."""
+    testbed = topology.load(testbed_name)
+    if listen:
+        host, port = _parse_listen(listen)
+    else:
+        host, port = testbed.hosts[role].address, testbed.hosts[role].monitor_port
+        if not port:
+            raise EsbperfError(f"{testbed.path}: hosts.{role} has no monitor_port; give --listen HOST:PORT")
+    process = monitor_process(role, host, port, pids, matches, testbed=testbed)
+    log_size = _log_size(process)
+
+    def banner() -> None:
+        _wait_serving(process, host, port, 30, log_size)
+        click.echo(f"monitor: {role} samples at {_base_url(host, port)}/samples?from=MS&to=MS "
+                   f"(status: {_base_url(host, port)}/status)")
+        watched = [*map(str, pids), *matches]
+        if watched:
+            click.echo(f"monitor: watching {', '.join(watched)}")
+        click.echo(f"monitor: log {process.log}; Ctrl-C to stop")
+
+    raise SystemExit(procs.run_foreground(process, banner))

@@ -1,0 +1,433 @@
+"""The sigar monitor (agents/monitor) and its collection into step folders (esbperf/monitor.py),
+end to end: real JVMs, real sigar, real load. Ports 17100-17199 are this file's."""
+from __future__ import annotations
+
+import csv
+import io
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from esbperf import monitor, topology
+from esbperf.errors import EsbperfError
+from esbperf.project import ROOT
+
+pytestmark = pytest.mark.slow
+
+LOCAL = ROOT / "console-config" / "testbeds" / "local.yaml"
+HEADER = ["time_ms", "phase", "metric", "subject", "value"]
+# Our own ports for everything a testbed names, so no other test's services are touched.
+OTHER_PORTS = {"console": 17190, "api": 17191, "echo": (17181, 17182, 17183), "esb": 17184}
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def make_testbed(path: Path, monitor_ports: dict[str, int], link_mbit: dict[str, float] | None = None):
+    """The local testbed with our ports, monitors only for `monitor_ports`' roles."""
+    data = yaml.safe_load(LOCAL.read_text())
+    data["console"].update(port=OTHER_PORTS["console"], api_port=OTHER_PORTS["api"])
+    for role, host in data["hosts"].items():
+        host.pop("monitor_port", None)
+        if role in monitor_ports:
+            host["monitor_port"] = monitor_ports[role]
+        if "echo_port" in host:
+            host["echo_port"] = OTHER_PORTS["echo"][int(role[-1]) - 1]
+        if "esb_ports" in host:
+            host["esb_ports"] = {name: OTHER_PORTS["esb"] + i for i, name in enumerate(host["esb_ports"])}
+        if link_mbit and role in link_mbit:
+            host["link_mbit"] = link_mbit[role]
+    path.write_text(yaml.safe_dump(data))
+    return topology.load(path)
+
+
+def read_step_csv(path: Path) -> list[dict]:
+    text = path.read_text()
+    assert text.splitlines()[0] == ",".join(HEADER)
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def pull(port: int, from_ms: int, to_ms: int) -> list[dict]:
+    """The monitor's own answer, read independently of esbperf.monitor."""
+    url = f"http://127.0.0.1:{port}/samples?from={from_ms}&to={to_ms}"
+    with urllib.request.urlopen(url, timeout=5) as response:
+        return list(csv.DictReader(io.StringIO(response.read().decode())))
+
+
+def values(rows: list[dict], metric: str, subject: str = "", after_ms: int = 0) -> list[float]:
+    return [float(r["value"]) for r in rows
+            if r["metric"] == metric and r["subject"] == subject and int(r["time_ms"]) >= after_ms]
+
+
+def stop(*processes) -> None:
+    for p in processes:
+        if isinstance(p, subprocess.Popen):
+            p.kill()
+            p.wait()
+        elif p is not None:
+            p.stop()
+
+
+@pytest.fixture(scope="module")
+def five(tmp_path_factory):
+    """A monitor for every role of a testbed, all on loopback."""
+    tmp = tmp_path_factory.mktemp("five")
+    ports = {role: 17101 + i for i, role in enumerate(topology.ROLES)}
+    testbed = make_testbed(tmp / "testbed.yaml", ports)
+    started = []
+    try:
+        for role, port in ports.items():
+            started.append(monitor.start_monitor(role, "127.0.0.1", port, workdir=tmp / role))
+        yield testbed
+    finally:
+        stop(*started)
+
+
+def test_collect_step_writes_every_role_with_the_phases_marked(five, tmp_path):
+    warmup = now_ms()
+    measure = warmup + 2000
+    time.sleep(5)
+    end = now_ms()
+    step = tmp_path / "step-001"
+    result = monitor.collect_step(five, step, warmup, measure, end)
+
+    assert sorted(result["monitors"]) == sorted(topology.ROLES)
+    assert sorted(p.name for p in step.glob("monitor-*.csv")) == sorted(f"monitor-{r}.csv" for r in topology.ROLES)
+    for role in topology.ROLES:
+        rows = read_step_csv(step / f"monitor-{role}.csv")
+        summary = result["monitors"][role]
+        assert summary["error"] is None and summary["gaps_ms"] == 0, summary
+        assert summary["rows"] == len(rows)
+        ticks = sorted({int(r["time_ms"]) for r in rows if r["metric"] == "cpu.total"})
+        # Once a second from the window's first second to its last.
+        assert ticks[0] - warmup <= 1000 and end - ticks[-1] <= 1000, (warmup, ticks, end)
+        assert all(b - a <= 1500 for a, b in zip(ticks, ticks[1:])), ticks
+        assert all(warmup <= int(r["time_ms"]) < end for r in rows)
+        for r in rows:
+            assert r["phase"] == ("measure" if int(r["time_ms"]) >= measure else "warmup"), r
+        assert {"warmup", "measure"} <= {r["phase"] for r in rows}
+        metrics = {r["metric"] for r in rows}
+        assert {"cpu.user", "cpu.sys", "cpu.idle", "cpu.total", "cpu.core", "mem.used", "mem.total",
+                "net.rx_bytes", "net.tx_bytes", "net.rx_packets", "net.tx_packets"} <= metrics
+        for r in rows:
+            if r["metric"].startswith("cpu."):
+                assert 0 <= float(r["value"]) <= 100, r
+        cores = {r["subject"] for r in rows if r["metric"] == "cpu.core"}
+        assert cores == {str(i) for i in range(os.cpu_count())}
+        used, total = values(rows, "mem.used")[0], values(rows, "mem.total")[0]
+        assert 0 < used < total
+
+
+def test_loopback_transfer_raises_lo_counters_by_at_least_the_bytes_sent(five, tmp_path):
+    size = 64 * 1024 * 1024
+    start = now_ms()
+    time.sleep(1.2)   # a sample before the transfer ...
+    with socket.create_server(("127.0.0.1", 17130)) as server:
+        def sink():
+            connection, _ = server.accept()
+            with connection:
+                while connection.recv(1 << 20):
+                    pass
+        receiver = threading.Thread(target=sink)
+        receiver.start()
+        with socket.create_connection(("127.0.0.1", 17130)) as sender:
+            chunk = b"x" * (1 << 20)
+            for _ in range(size // len(chunk)):
+                sender.sendall(chunk)
+        receiver.join(10)
+    time.sleep(1.2)   # ... and one after it
+    end = now_ms()
+    result = monitor.collect_step(five, tmp_path, start, start, end, roles=["esb"])
+    assert result["monitors"]["esb"]["error"] is None
+    rows = read_step_csv(tmp_path / "monitor-esb.csv")
+    for metric in ("net.rx_bytes", "net.tx_bytes"):
+        counter = values(rows, metric, "lo")
+        assert counter[-1] - counter[0] >= size, (metric, counter)
+    packets = values(rows, "net.rx_packets", "lo")
+    assert packets[-1] - packets[0] >= size / 65536   # at most 64 KiB per loopback packet
+
+
+def test_busy_loop_raises_total_cpu_and_the_watched_processes_cpu(tmp_path):
+    marker = f"esbperf-test-busy-{os.getpid()}"
+    busy_loop = [sys.executable, "-c", "while True: pass", marker]
+    idle = subprocess.Popen(["sleep", "120"])
+    busy = [subprocess.Popen(busy_loop) for _ in range(os.cpu_count())]   # every core
+    testbed = make_testbed(tmp_path / "testbed.yaml", {"esb": 17107})
+    mon = None
+    try:
+        start = now_ms()
+        watched_pid = busy[0].pid
+        mon = monitor.start_monitor("esb", "127.0.0.1", 17107, pids=[watched_pid, idle.pid],
+                                    matches=[marker], workdir=tmp_path / "mon")
+        time.sleep(6.5)
+        # The ESB "restarts": the match text must find the new process.
+        for p in busy:
+            p.kill()
+            p.wait()
+        restarted = now_ms()
+        busy = [subprocess.Popen(busy_loop)]
+        time.sleep(5.5)
+        end = now_ms()
+        rows = pull(17107, start, end)
+
+        before_restart = [float(r["value"]) for r in rows if r["metric"] == "cpu.total"
+                          and start + 2000 <= int(r["time_ms"]) < restarted]
+        assert sorted(before_restart)[len(before_restart) // 2] >= 80, before_restart
+
+        # Percent of one core. The cores are shared with whatever else runs here, so a busy
+        # loop is only sure to get a slice of one: compare it with a sleeping process.
+        by_pid = values(rows, "proc.cpu", str(watched_pid))
+        assert by_pid and all(10 <= v <= 105 for v in by_pid), by_pid
+        assert max(values(rows, "proc.cpu", str(idle.pid))) <= 2
+        assert values(rows, "proc.rss", str(idle.pid))[0] > 0
+        matched = [float(r["value"]) for r in rows if r["metric"] == "proc.cpu" and r["subject"] == marker
+                   and int(r["time_ms"]) < restarted]
+        assert matched and min(matched) >= 10, matched
+        after = values(rows, "proc.cpu", marker, after_ms=restarted + 2000)
+        assert after and min(after) >= 10, (after, rows[-5:])
+        proc_ticks = sorted({int(r["time_ms"]) for r in rows if r["metric"] == "proc.rss"})
+        assert all(b - a >= 2000 for a, b in zip(proc_ticks, proc_ticks[1:])), proc_ticks
+
+        # The same window through the runner's API: CPU is judged a bottleneck.
+        result = monitor.collect_step(testbed, tmp_path / "step", start, start + 2000, restarted)
+        cpu = [b for b in result["bottlenecks"] if b["resource"] == "cpu"]
+        assert cpu and cpu[0]["role"] == "esb" and cpu[0]["sustained_percent"] > 85, result
+    finally:
+        stop(mon, idle, *busy)
+
+
+def test_a_monitor_killed_mid_window_leaves_a_gap_and_the_others_are_collected(tmp_path):
+    testbed = make_testbed(tmp_path / "testbed.yaml", {"esb": 17111, "ws1": 17112})
+    esb = ws1 = None
+    try:
+        esb = monitor.start_monitor("esb", "127.0.0.1", 17111, workdir=tmp_path / "esb")
+        ws1 = monitor.start_monitor("ws1", "127.0.0.1", 17112, workdir=tmp_path / "ws1")
+        warmup = now_ms()
+        time.sleep(2)
+        os.killpg(esb.pid, signal.SIGKILL)   # gone for good, and its samples with it
+        esb.popen.wait()
+        measure = now_ms()
+        time.sleep(2)
+        end = now_ms()
+        lost = monitor.collect_step(testbed, tmp_path / "lost", warmup, measure, end)
+    finally:
+        stop(esb, ws1)
+
+    # Not answering at all: the whole window is a gap, split at the measurement's start.
+    assert "does not answer" in lost["monitors"]["esb"]["error"]
+    assert lost["monitors"]["esb"]["rows"] == 0 and lost["monitors"]["esb"]["gaps_ms"] == end - warmup
+    gaps = read_step_csv(tmp_path / "lost" / "monitor-esb.csv")
+    assert [(g["metric"], g["phase"], int(g["value"])) for g in gaps] == \
+        [("gap", "warmup", measure - warmup), ("gap", "measure", end - measure)]
+    assert "not answering" in gaps[0]["subject"] and "," not in gaps[0]["subject"]
+    # The other monitor is unaffected.
+    assert lost["monitors"]["ws1"]["error"] is None and lost["monitors"]["ws1"]["gaps_ms"] == 0
+    assert lost["monitors"]["ws1"]["rows"] > 0
+    assert [b for b in lost["bottlenecks"] if b["role"] == "esb"] == []
+
+
+def test_a_restarted_monitor_leaves_a_gap_for_the_time_it_was_away(tmp_path):
+    testbed = make_testbed(tmp_path / "testbed.yaml", {"esb": 17113, "ws1": 17114})
+    esb = ws1 = None
+    try:
+        esb = monitor.start_monitor("esb", "127.0.0.1", 17113, workdir=tmp_path / "esb")
+        ws1 = monitor.start_monitor("ws1", "127.0.0.1", 17114, workdir=tmp_path / "ws1")
+        warmup = now_ms()
+        time.sleep(1.5)
+        os.killpg(esb.pid, signal.SIGKILL)
+        esb.popen.wait()
+        time.sleep(3)
+        measure = now_ms()
+        esb = monitor.start_monitor("esb", "127.0.0.1", 17113, workdir=tmp_path / "esb")
+        back = now_ms()
+        time.sleep(3)
+        end = now_ms()
+        result = monitor.collect_step(testbed, tmp_path / "step", warmup, measure, end)
+    finally:
+        stop(esb, ws1)
+
+    esb_result = result["monitors"]["esb"]
+    assert esb_result["error"] is None and esb_result["rows"] > 0
+    rows = read_step_csv(tmp_path / "step" / "monitor-esb.csv")
+    gaps = [r for r in rows if r["metric"] == "gap"]
+    # Missing: the samples the killed monitor held (from the window's start) until the new one's first.
+    assert gaps and int(gaps[0]["time_ms"]) == warmup and gaps[0]["subject"] == "no samples"
+    assert measure - warmup <= esb_result["gaps_ms"] <= back - warmup + 1000, (esb_result, back - warmup)
+    assert min(int(r["time_ms"]) for r in rows if r["metric"] == "cpu.total") >= back - 1000
+    assert result["monitors"]["ws1"]["gaps_ms"] == 0
+
+
+NETNS = "esbpmon0"
+VETH_HOST, VETH_NS = "esbpmon0h", "esbpmon0n"
+HOST_ADDRESS, NS_ADDRESS = "198.19.254.1", "198.19.254.2"   # RFC 2544 benchmark range
+
+
+@pytest.fixture
+def veth_link():
+    """A network namespace joined to this one by a veth pair: a real link with a name."""
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        pytest.skip("needs root and ip(8) for a network namespace")
+    def ip(*args):
+        subprocess.run(["ip", *args], check=True, capture_output=True)
+    subprocess.run(["ip", "netns", "del", NETNS], capture_output=True)   # left over from a crash
+    ip("netns", "add", NETNS)
+    try:
+        ip("link", "add", VETH_HOST, "type", "veth", "peer", "name", VETH_NS, "netns", NETNS)
+        ip("addr", "add", f"{HOST_ADDRESS}/30", "dev", VETH_HOST)
+        ip("link", "set", VETH_HOST, "up")
+        ip("-n", NETNS, "addr", "add", f"{NS_ADDRESS}/30", "dev", VETH_NS)
+        ip("-n", NETNS, "link", "set", VETH_NS, "up")
+        yield
+    finally:
+        subprocess.run(["ip", "netns", "del", NETNS], capture_output=True)
+
+
+SINK = """
+import socket, sys
+with socket.create_server((sys.argv[1], int(sys.argv[2]))) as s:
+    print("ready", flush=True)
+    c, _ = s.accept()
+    while c.recv(1 << 20):
+        pass
+"""
+
+
+@pytest.mark.root
+def test_a_saturated_link_is_a_bottleneck_and_loopback_is_not(veth_link, tmp_path):
+    # A 10 Mbit/s link on paper, fed at ~64 Mbit/s for 4 s over the veth (and nothing on lo).
+    testbed = make_testbed(tmp_path / "testbed.yaml", {"esb": 17121}, link_mbit={"esb": 10})
+    sink = subprocess.Popen(["ip", "netns", "exec", NETNS, sys.executable, "-c", SINK, NS_ADDRESS, "17131"],
+                            stdout=subprocess.PIPE, text=True)
+    mon = None
+    try:
+        assert sink.stdout.readline().strip() == "ready"
+        mon = monitor.start_monitor("esb", "127.0.0.1", 17121, workdir=tmp_path / "mon")
+        start = now_ms()
+        time.sleep(1.2)
+        sent = 0
+        with socket.create_connection((NS_ADDRESS, 17131)) as sender:
+            deadline = time.monotonic() + 4.5
+            while time.monotonic() < deadline:
+                sender.sendall(b"x" * (800 * 1024))
+                sent += 800 * 1024
+                time.sleep(0.1)
+        time.sleep(1.2)
+        end = now_ms()
+        result = monitor.collect_step(testbed, tmp_path / "step", start, start + 1000, end)
+    finally:
+        stop(mon, sink)
+
+    rows = read_step_csv(tmp_path / "step" / "monitor-esb.csv")
+    tx = values(rows, "net.tx_bytes", VETH_HOST)
+    assert tx[-1] - tx[0] >= sent
+    link = [b for b in result["bottlenecks"] if b["resource"] == "link-tx"]
+    assert link and link[0]["role"] == "esb" and link[0]["sustained_percent"] > 85, result["bottlenecks"]
+    assert link[0]["max_percent"] >= link[0]["sustained_percent"]
+
+
+def test_the_verdict_rule():
+    """Sustained (3 samples in a row) or mean above 85 % is a bottleneck; brief peaks are not."""
+    window = monitor._Window(0, 10_000, 20_000)
+    def cpu(*percents, start=10_000):
+        return [(start + 1000 * i, "cpu.total", "", str(p)) for i, p in enumerate(percents)]
+    judge = lambda samples, link=None: monitor.verdict("esb", samples, link, window)
+
+    assert judge(cpu(50, 99, 40, 99, 40, 99, 40)) == []
+    assert judge(cpu(99, 99, 99, start=1000) + cpu(40, 40)) == []          # in the warm-up only
+    [held] = judge(cpu(40, 90, 95, 92, 40, 40))
+    assert held == {"role": "esb", "resource": "cpu", "max_percent": 95.0, "mean_percent": 66.2,
+                    "sustained_percent": 90.0}
+    assert judge(cpu(84, 100, 84, 100, 84, 100))[0]["mean_percent"] == 92.0  # high on average
+
+    def counter(metric, interface, mbit_per_s, seconds=6):
+        return [(9_000 + 1000 * i, metric, interface, str(int(i * mbit_per_s * 1e6 / 8))) for i in range(seconds)]
+    busy_link = counter("net.rx_bytes", "eth0", 900) + counter("net.tx_bytes", "eth0", 10)
+    [rx] = judge(busy_link, link=1000)
+    assert rx["resource"] == "link-rx" and rx["sustained_percent"] == pytest.approx(90, abs=0.2)
+    assert judge(busy_link, link=None) == []                                # capacity unknown
+    assert judge(counter("net.rx_bytes", "lo", 5000), link=1000) == []       # loopback is no link
+
+
+def test_missing_or_broken_native_library_is_one_line_naming_the_fix(tmp_path, monkeypatch):
+    monkeypatch.setattr(monitor, "NATIVE_DIR", tmp_path / "empty")
+    with pytest.raises(EsbperfError) as missing:
+        monitor.start_monitor("esb", "127.0.0.1", 17140, workdir=tmp_path / "w1")
+    assert "native library is missing" in str(missing.value) and "esbperf build" in str(missing.value)
+
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "libsigar-amd64-linux-1.6.4.so").write_bytes(b"not a library")
+    monkeypatch.setattr(monitor, "NATIVE_DIR", broken)
+    with pytest.raises(EsbperfError) as unloadable:
+        monitor.start_monitor("esb", "127.0.0.1", 17141, workdir=tmp_path / "w2")
+    message = str(unloadable.value)
+    assert "\n" not in message and "could not be loaded" in message and "esbperf build" in message, message
+    assert not monitor.procs.port_open("127.0.0.1", 17141)
+
+
+def test_a_port_in_use_is_one_line(tmp_path):
+    with socket.create_server(("127.0.0.1", 17142)):
+        with pytest.raises(EsbperfError, match=r"^cannot listen on 127.0.0.1:17142 for the esb monitor: "):
+            monitor.start_monitor("esb", "127.0.0.1", 17142, workdir=tmp_path)
+    # The monitor says so too (e.g. inside a namespace, where the CLI cannot check first).
+    process = monitor.monitor_process("esb", "127.0.0.1", 17143, workdir=tmp_path)
+    with socket.create_server(("127.0.0.1", 17143)):
+        process.start()
+        assert process.popen.wait(30) == 2
+    assert "monitor: error: cannot listen on 127.0.0.1:17143: Address already in use" in process.log.read_text()
+
+
+def test_bad_arguments_are_one_line_errors(tmp_path, five):
+    def cli(*args):
+        return subprocess.run([str(ROOT / ".venv" / "bin" / "esbperf"), "monitor", *args],
+                              capture_output=True, text=True, timeout=60)
+    for args, expected in [
+        (["--role", "esb", "--listen", "0.0.0.0:17150"], "not all interfaces"),
+        (["--role", "esb", "--listen", "localhost:17150"], "must be an IP address"),
+        (["--role", "esb", "--listen", "127.0.0.1:99999"], "port 1-65535"),
+        (["--role", "esb", "--listen", "127.0.0.1:17150", "--pid", "999999999"], "no such process"),
+        (["--role", "esb", "--listen", "127.0.0.1:17150", "--match", " "], "non-empty"),
+    ]:
+        done = cli(*args)
+        assert done.returncode == 2, (args, done.stderr)
+        assert expected in done.stderr and len(done.stderr.strip().splitlines()) == 1, (args, done.stderr)
+    assert cli("--role", "bus").returncode == 2
+
+    with pytest.raises(EsbperfError, match="warmup start <= measure start < end"):
+        monitor.collect_step(five, tmp_path, 2000, 1000, 3000)
+    with pytest.raises(EsbperfError, match="unknown role"):
+        monitor.collect_step(five, tmp_path, 1000, 2000, 3000, roles=["db"])
+    with pytest.raises(EsbperfError, match="in the future"):
+        monitor.collect_step(five, tmp_path, now_ms(), now_ms() + 1000, now_ms() + 60_000)
+    with pytest.raises(EsbperfError, match="unknown role"):
+        monitor.monitor_process("db", "127.0.0.1", 17151)
+
+
+def test_the_command_prints_its_address_and_stops_on_sigterm(tmp_path):
+    testbed = make_testbed(tmp_path / "testbed.yaml", {"ws2": 17160})
+    env = dict(os.environ, ESBPERF_STATE=str(tmp_path / "state"))
+    command = subprocess.Popen([str(ROOT / ".venv" / "bin" / "esbperf"), "monitor", "--role", "ws2",
+                                "--testbed", str(testbed.path)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    try:
+        first = command.stdout.readline()
+        assert "http://127.0.0.1:17160/samples" in first, first
+        assert monitor.status("127.0.0.1", 17160)["role"] == "ws2"
+        command.send_signal(signal.SIGTERM)
+        assert command.wait(30) == 0
+    finally:
+        if command.poll() is None:
+            command.kill()
+    assert not monitor.procs.port_open("127.0.0.1", 17160)
+    assert "monitor: stopped" in (tmp_path / "state" / "monitor-ws2" / "monitor.log").read_text()
