@@ -1,0 +1,106 @@
+"""Benchmark of the analysis: rows per second parsed and aggregated from Grinder data logs, the
+wall time of `esbperf report` on a 10 M-row run, and the peak memory of each.
+
+    .venv/bin/python analysis/bench/bench_analysis.py [--rows 10000000] [--dir /tmp/...]
+
+It writes a synthetic run of the thesis's two sweeps (10 steps, 4 worker data logs each, monitor
+files for every host) under --dir (default: a folder in the system's temp dir; reused when it
+holds the same number of rows, never committed), then measures in fresh subprocesses, so each
+figure includes Python's and polars' start-up and the peak RSS is that process's own:
+  1. parse + aggregate: the statistics of every step (esbperf.analysis.report.analyse, no graphs);
+  2. report: `esbperf report RUN --out NEW` (statistics, 9 graphs in PNG and SVG, report.html).
+Goals (issue 6): >= 5 M rows/s, a 10 M-row run reported in <= 15 s, <= 2 GB of memory."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+STEPS = 10   # thesis grid: 5 payload sizes at 1 user + 5 more user counts at 100 KB
+FILES = 4
+
+
+def make_run(folder: Path, rows: int) -> Path:
+    from esbperf.analysis.synthetic import thesis_run
+
+    run = folder / "run"
+    marker = folder / "rows.txt"
+    if marker.exists() and marker.read_text() == str(rows):
+        return run
+    shutil.rmtree(folder, ignore_errors=True)
+    started = time.perf_counter()
+    thesis_run(run, "camel", rows_per_step=rows // STEPS, files=FILES)
+    size = sum(p.stat().st_size for p in run.rglob("*-data.log"))
+    print(f"generated {rows:,} rows in {STEPS * FILES} data logs ({size / 1e6:,.0f} MB) "
+          f"in {time.perf_counter() - started:.1f} s under {run}")
+    marker.write_text(str(rows))
+    return run
+
+
+def child_parse(run: str) -> None:
+    """Runs in a subprocess: statistics of every step, no graphs; prints JSON."""
+    started = time.perf_counter()
+    from esbperf.analysis import stats
+    from esbperf.analysis.results import load_runs
+
+    imported = time.perf_counter()
+    runs = load_runs([Path(run)])
+    rows = 0
+    for step in runs[0].steps:
+        row, _ = stats.analyse_step(runs[0], step)
+        rows += row["transactions"] + row["errors"] + row["warmup_rows"] + row["late_rows"] + row["malformed_lines"]
+    done = time.perf_counter()
+    print(json.dumps({"rows": rows, "seconds": done - imported, "with_imports": done - started}))
+
+
+def measure(argv: list[str]) -> tuple[float, float, str]:
+    """Wall seconds, peak RSS (MB) and stdout of one subprocess."""
+    started = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as out:
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, text=True)
+        _, status, usage = os.wait4(process.pid, 0)
+        process.returncode = os.waitstatus_to_exitcode(status)
+        seconds = time.perf_counter() - started
+        out.seek(0)
+        text = out.read()
+    if process.returncode:
+        sys.exit(f"benchmark step failed ({process.returncode}): {' '.join(argv)}\n{text}")
+    return seconds, usage.ru_maxrss / 1024, text   # ru_maxrss is in KiB on Linux
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / f"esbperf-bench-{os.getuid()}")
+    parser.add_argument("--child-parse", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child_parse:
+        child_parse(args.child_parse)
+        return
+
+    run = make_run(args.dir, args.rows)
+    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}")
+
+    seconds, rss, text = measure([sys.executable, __file__, "--child-parse", str(run)])
+    result = json.loads(text.strip().splitlines()[-1])
+    print(f"parse + aggregate: {result['rows']:,} rows in {result['seconds']:.2f} s = "
+          f"{result['rows'] / result['seconds'] / 1e6:.2f} M rows/s "
+          f"({seconds:.2f} s with interpreter start and imports); peak RSS {rss:,.0f} MB")
+
+    out = args.dir / f"report-{int(time.time())}"
+    esbperf = [sys.executable, "-m", "esbperf", "report", str(run), "--out", str(out)]
+    seconds, rss, _ = measure(esbperf)
+    print(f"esbperf report (10 steps, {len(list((out / 'graphs').glob('*.png')))} graphs): "
+          f"{seconds:.2f} s wall; peak RSS {rss:,.0f} MB")
+    shutil.rmtree(out)
+    print(f"data kept for reruns in {args.dir} (delete it when done)")
+
+
+if __name__ == "__main__":
+    main()

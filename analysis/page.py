@@ -1,0 +1,173 @@
+"""report.html: one self-contained page (inline CSS, graphs as PNG data URIs, no script, nothing
+fetched from the network), with links to the SVG graphs and CSV files beside it."""
+from __future__ import annotations
+
+import base64
+import json
+import time
+from html import escape
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from esbperf import __version__
+
+if TYPE_CHECKING:
+    from esbperf.analysis.report import Analysis
+
+STYLE = """
+body { font-family: sans-serif; margin: 1.5em auto; max-width: 1250px; color: #222; }
+h1 { font-size: 1.5em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; margin-top: 2em; }
+table { border-collapse: collapse; margin: .5em 0 1em; font-size: .88em; }
+th, td { border: 1px solid #ccc; padding: .2em .5em; text-align: right; vertical-align: top; }
+th { background: #f0f0f0; } td.text, th.text { text-align: left; }
+tr.bottleneck td { background: #fde8e8; }
+.warnings li { margin: .3em 0; } .warnings { background: #fff6e0; border: 1px solid #e0c070; padding: .5em 2em; }
+.ok { background: #e8f6e8; border: 1px solid #9c9; padding: .5em 1em; }
+.graphs { display: flex; flex-wrap: wrap; gap: 1em; }
+figure { margin: 0; flex: 0 1 calc(50% - .5em); } figure.wide { flex-basis: 100%; }
+figure img { max-width: 100%; border: 1px solid #eee; }
+pre { background: #f6f6f6; padding: .6em; overflow-x: auto; font-size: .85em; }
+.muted { color: #777; font-size: .85em; }
+"""
+
+
+def fmt(value: Any, digits: int = 1) -> str:
+    if value is None or (isinstance(value, float) and value != value):
+        return "–"
+    if isinstance(value, float):
+        return f"{value:,.{digits}f}"
+    return escape(str(value))
+
+
+def with_ci(mean: Any, ci: Any, digits: int = 1) -> str:
+    return fmt(mean, digits) if ci is None else f"{fmt(mean, digits)} ± {fmt(ci, digits)}"
+
+
+def table(headers: list[str], rows: list[list[str]], text_columns: int = 1,
+          row_classes: list[str] | None = None, text_last: bool = False) -> str:
+    def cell(tag: str, i: int, content: str) -> str:
+        text = i < text_columns or (text_last and i == len(headers) - 1)
+        cls = ' class="text"' if text else ""
+        return f"<{tag}{cls}>{content}</{tag}>"
+
+    head = "".join(cell("th", i, escape(h)) for i, h in enumerate(headers))
+    body = []
+    for n, row in enumerate(rows):
+        cls = f' class="{row_classes[n]}"' if row_classes and row_classes[n] else ""
+        body.append(f"<tr{cls}>" + "".join(cell("td", i, c) for i, c in enumerate(row)) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _flatten(data: dict, prefix: str = "") -> dict[str, str]:
+    out = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flatten(value, name + "."))
+        elif isinstance(value, list):
+            out[name] = json.dumps(value)
+        else:
+            out[name] = str(value)
+    return out
+
+
+def _runs_section(analysis: "Analysis") -> str:
+    runs = analysis.runs
+    envs = [_flatten({k: v for k, v in r.info.items() if k not in ("plan",)}) for r in runs]
+    keys = list(dict.fromkeys(k for e in envs for k in e))
+    rows = [["folder"] + [escape(str(r.dir)) for r in runs],
+            ["label"] + [escape(r.label) for r in runs],
+            ["finished steps"] + [str(len(r.steps)) for r in runs],
+            ["unfinished steps skipped"] + [str(r.unfinished_steps) for r in runs]]
+    rows += [[escape(k)] + [escape(e.get(k, "–")) for e in envs] for k in keys]
+    return "<h2 id=\"runs\">Runs and environment</h2>" + table(["", *[r.name for r in runs]], rows, len(runs) + 1)
+
+
+def _plan_section(analysis: "Analysis") -> str:
+    run = analysis.runs[0]
+    body = yaml.safe_dump(run.plan, sort_keys=False, allow_unicode=True) if run.plan else "(run.json holds no plan settings)"
+    return (f"<h2 id=\"plan\">Plan: {escape(run.plan_name or '(unnamed)')}</h2>"
+            f"<pre>{escape(body)}</pre>")
+
+
+def _warnings_section(analysis: "Analysis") -> str:
+    if not analysis.warnings:
+        return "<h2 id=\"validity\">Validity</h2><p class=\"ok\">No validity warning.</p>"
+    items = "".join(f"<li>{escape(w)}</li>" for w in analysis.warnings)
+    return f"<h2 id=\"validity\">Validity warnings</h2><ul class=\"warnings\">{items}</ul>"
+
+
+def _scenario_table(analysis: "Analysis", scenario: str) -> str:
+    label = {r.name: r.label for r in analysis.runs}
+    agg = analysis.aggregate.filter(analysis.aggregate["scenario"] == scenario).sort("payload_bytes", "users", "run")
+    headers = ["run", "payload", "users", "iterations", "TPS", "mean RT ms", "p50", "p90", "p99", "p99.9",
+               "errors", "ESB CPU %", "bottleneck"]
+    rows, classes = [], []
+    for r in agg.iter_rows(named=True):
+        rows.append([escape(label.get(r["run"], r["run"])), escape(r["payload_label"]), fmt(r["users"]),
+                     fmt(r["iterations"]), with_ci(r["tps"], r["tps_ci95"]),
+                     with_ci(r["rt_mean_ms"], r["rt_mean_ms_ci95"], 2),
+                     *(fmt(r[f"rt_{p}_ms"]) for p in ("p50", "p90", "p99", "p99_9")),
+                     fmt(r["errors"]), with_ci(r["esb_cpu_mean"], r["esb_cpu_mean_ci95"]),
+                     escape(r["bottlenecks"]) or "no"])
+        classes.append("bottleneck" if r["bottleneck"] else "")
+    return table(headers, rows, 3, classes, text_last=True)
+
+
+def _figure(graph, folder: Path) -> str:
+    png = base64.b64encode(graph.files["png"].read_bytes()).decode("ascii")
+    svg = graph.files["svg"].relative_to(folder).as_posix()
+    wide = ' class="wide"' if len(graph.panels) > 1 else ""
+    return (f"<figure id=\"{escape(graph.name)}\"{wide}><img src=\"data:image/png;base64,{png}\" "
+            f"alt=\"{escape(graph.title)}\"><figcaption>{escape(graph.title)} "
+            f"(<a href=\"{escape(svg)}\">SVG</a>)</figcaption></figure>")
+
+
+def _ratios_section(analysis: "Analysis") -> str:
+    ratios = analysis.ratios
+    if ratios is None:
+        return ""
+    reference = analysis.runs[0]
+    if ratios.is_empty():
+        return (f"<h2 id=\"ratios\">Ratios to {escape(reference.label)}</h2>"
+                "<p>No step (scenario, payload, users) is common to the runs.</p>")
+    label = {r.name: r.label for r in analysis.runs}
+    headers = ["scenario", "payload", "users", "run", "TPS", "TPS ratio", "mean RT ms", "RT ratio",
+               "p99 ms", "p99 ratio", "ESB CPU %", "CPU ratio"]
+    rows = [[escape(r["scenario"]), escape(r["payload_label"]), fmt(r["users"]), escape(label[r["run"]]),
+             fmt(r["tps"]), fmt(r["tps_ratio"], 3), fmt(r["rt_mean_ms"], 2), fmt(r["rt_mean_ms_ratio"], 3),
+             fmt(r["rt_p99_ms"]), fmt(r["rt_p99_ms_ratio"], 3), fmt(r["esb_cpu_mean"]),
+             fmt(r["esb_cpu_mean_ratio"], 3)] for r in ratios.iter_rows(named=True)]
+    return (f"<h2 id=\"ratios\">Ratios to {escape(reference.label)} (first run)</h2>"
+            "<p>Each run's mean over iterations divided by the reference's, step by step "
+            "(ratios.csv). TPS ratio &gt; 1 and RT ratio &lt; 1 mean better than the reference.</p>"
+            + table(headers, rows, 4))
+
+
+def render(analysis: "Analysis", kind: str, folder: Path) -> str:
+    labels = ", ".join(r.label for r in analysis.runs)
+    scenarios = sorted(analysis.summary["scenario"].unique())
+    parts = [
+        f"<h1>esbperf {kind}: {escape(labels)}</h1>",
+        f"<p class=\"muted\">Generated {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())} by esbperf "
+        f"{escape(__version__)}. Files: <a href=\"summary.csv\">summary.csv</a> (one row per step and "
+        f"iteration), <a href=\"aggregate.csv\">aggregate.csv</a> (iterations pooled: mean and 95 % "
+        f"confidence interval, Student t)"
+        + (", <a href=\"ratios.csv\">ratios.csv</a>" if analysis.ratios is not None else "") + ".</p>",
+        _warnings_section(analysis),
+        _ratios_section(analysis),
+    ]
+    for scenario in scenarios:
+        parts.append(f"<h2 id=\"scenario-{escape(scenario)}\">Scenario: {escape(scenario)}</h2>")
+        parts.append("<p class=\"muted\">TPS counts successful transactions only; response times are "
+                     "those of successful transactions; ± is the 95 % confidence interval over iterations. "
+                     "A dotted black line is the no-ESB baseline.</p>")
+        parts.append(_scenario_table(analysis, scenario))
+        figures = "".join(_figure(g, folder) for g in analysis.graphs if g.scenario == scenario)
+        parts.append(f"<div class=\"graphs\">{figures}</div>")
+    parts += [_runs_section(analysis), _plan_section(analysis)]
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>esbperf {kind}: {escape(labels)}</title><style>{STYLE}</style></head><body>\n"
+            + "\n".join(parts) + "\n</body></html>\n")

@@ -1,0 +1,125 @@
+"""`esbperf report` and `esbperf compare`: runs -> summary.csv, aggregate.csv, graphs, report.html.
+
+A report is written into a folder of its own and never over an earlier one: the default folder
+is RUN/report (then report-2, report-3, … if taken) for one run, and ./report-<UTC time> or
+./compare-<UTC time> for several; an --out folder must be new or empty. Everything is first
+written to a hidden `.partial-*` folder beside it and renamed into place when complete, so an
+interrupted report leaves no half-written report folder.
+
+The runner calls `write_report([run_dir], None)` after each run."""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+from esbperf.analysis import compare as comparing
+from esbperf.analysis import graphs as graphing
+from esbperf.analysis.page import render
+from esbperf.analysis.results import Run, load_runs
+from esbperf.analysis.stats import aggregate, analyse_step, pooled_histogram, summary_frame
+from esbperf.analysis.validity import validity_warnings
+from esbperf.errors import EsbperfError
+
+CSV_DECIMALS = 4
+
+
+@dataclass
+class Analysis:
+    """Everything a report shows, computed once."""
+
+    runs: list[Run]
+    summary: pl.DataFrame
+    aggregate: pl.DataFrame
+    histograms: dict[tuple, list[tuple[int, int]]]   # (run, scenario, target, payload, users) -> pooled
+    ratios: pl.DataFrame | None
+    graphs: list[graphing.Graph]
+    warnings: list[str]
+
+
+def analyse(run_dirs: list[Path], with_ratios: bool = False) -> Analysis:
+    if not run_dirs:
+        raise EsbperfError("no run folder given")
+    runs = load_runs(run_dirs)
+    comparing.check_plans(runs)
+    rows, per_step = [], {}
+    for run in runs:
+        for step in run.steps:
+            row, logs = analyse_step(run, step)
+            rows.append(row)
+            key = (run.name, row["scenario"], row["target"], row["payload_bytes"], row["users"])
+            per_step.setdefault(key, []).append(logs.histogram)
+    summary = summary_frame(rows)
+    agg = aggregate(summary)
+    histograms = {k: pooled_histogram(v) for k, v in per_step.items()}
+    labels = {(run.name, s.meta["target"]): run.label if len({t.meta["target"] for t in run.steps}) == 1
+              else f"{run.label}: {s.meta['target']}" for run in runs for s in run.steps}
+    links: dict[str, float] = {}
+    for run in runs:
+        for step in run.steps:
+            for role in graphing.ROLES:
+                if step.link_mbit(role):
+                    links[role] = max(links.get(role, 0.0), step.link_mbit(role))
+    graphs = [g for scenario in sorted(summary["scenario"].unique())
+              for g in graphing.scenario_graphs(agg, scenario, labels, links, histograms)]
+    ratios = comparing.ratios(agg, runs) if with_ratios and len(runs) > 1 else None
+    return Analysis(runs, summary, agg, histograms, ratios, graphs, validity_warnings(runs, summary))
+
+
+def default_out_dir(runs_dirs: list[Path], kind: str) -> Path:
+    if len(runs_dirs) == 1 and kind == "report":
+        base = Path(runs_dirs[0]) / "report"
+    else:
+        base = Path.cwd() / f"{kind}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
+    candidate, n = base, 1
+    while candidate.exists():
+        n += 1
+        candidate = base.with_name(f"{base.name}-{n}")
+    return candidate
+
+
+def _check_out_dir(out: Path) -> None:
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise EsbperfError(f"{out}: already exists and is not empty; reports never overwrite earlier ones "
+                           "(choose another --out, or leave it out for a new folder)")
+
+
+def write_report(run_dirs: list[Path], out: Path | None = None, compare: bool = False) -> Path:
+    """Analyse `run_dirs` and write the report folder; returns its path.
+
+    compare=True adds the ratio table (ratios.csv) of every run against the first."""
+    return build_report(run_dirs, out, compare)[0]
+
+
+def build_report(run_dirs: list[Path], out: Path | None = None,
+                 compare: bool = False) -> tuple[Path, Analysis]:
+    """write_report, also returning what was analysed (for the CLI's summary)."""
+    run_dirs = [Path(p) for p in run_dirs]
+    kind = "compare" if compare else "report"
+    if compare and len(run_dirs) < 2:
+        raise EsbperfError("compare needs at least two runs (the first is the reference)")
+    if out is not None:
+        _check_out_dir(Path(out))
+    analysis = analyse(run_dirs, with_ratios=compare)
+    out = Path(out) if out is not None else default_out_dir(run_dirs, kind)
+    _check_out_dir(out)   # again: the folder may have appeared while we analysed
+    partial = out.parent / f".partial-{out.name}-{os.getpid()}"
+    partial.mkdir(parents=True)
+    try:
+        analysis.summary.write_csv(partial / "summary.csv", float_precision=CSV_DECIMALS)
+        analysis.aggregate.write_csv(partial / "aggregate.csv", float_precision=CSV_DECIMALS)
+        if analysis.ratios is not None:
+            analysis.ratios.write_csv(partial / "ratios.csv", float_precision=CSV_DECIMALS)
+        graphing.draw_all(analysis.graphs, partial / "graphs")
+        (partial / "report.html").write_text(render(analysis, kind, partial), encoding="utf-8")
+        if out.exists():
+            out.rmdir()          # an empty folder the user named; rename cannot replace it otherwise
+        partial.rename(out)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return out, analysis

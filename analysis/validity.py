@@ -1,0 +1,70 @@
+"""Validity warnings: what makes figures of a report doubtful, each said once in plain words."""
+from __future__ import annotations
+
+import polars as pl
+
+from esbperf.analysis.results import BASELINE_TARGET, UNFINISHED_PREFIX, Run
+from esbperf.analysis.stats import ROLES
+
+LISTED = 8   # steps named per warning; the rest are counted
+
+
+def _step_name(row: dict) -> str:
+    return f"{row['run']} {row['scenario']} {row['payload_label']} {row['users']}u it{row['iteration']}"
+
+
+def _listing(rows: list[dict], detail) -> str:
+    shown = [f"{_step_name(r)} ({detail(r)})" for r in rows[:LISTED]]
+    more = f"; and {len(rows) - LISTED} more" if len(rows) > LISTED else ""
+    return "; ".join(shown) + more
+
+
+def validity_warnings(runs: list[Run], summary: pl.DataFrame) -> list[str]:
+    out = []
+    if not any(r.is_baseline for r in runs):
+        out.append(f"No no-ESB baseline: no run has target '{BASELINE_TARGET}', so the ESB curves stand "
+                   "alone. Run the same plan against the direct target and report both runs together.")
+    if len({str(r.info.get("testbed")) for r in runs}) > 1:
+        out.append("The runs were made on different testbeds ("
+                   + ", ".join(f"{r.name}: {r.info.get('testbed')}" for r in runs) + ").")
+    rows = summary.to_dicts()
+    flagged = [r for r in rows if r["bottleneck"]]
+    if flagged:
+        out.append(f"{len(flagged)} step(s) ran with a host's CPU or link saturated, so they are not an ESB "
+                   "measurement (circled in red on the graphs): "
+                   + _listing(flagged, lambda r: r["bottlenecks"]))
+    failed = [r for r in rows if r["errors"]]
+    if failed:
+        out.append(f"{len(failed)} step(s) had failed transactions (counted as errors, not in TPS): "
+                   + _listing(failed, lambda r: f"{r['errors']} errors, {r['error_percent']:.2f} %, "
+                                                f"status:count {r['error_statuses']}"))
+    empty = [r for r in rows if not r["transactions"]]
+    if empty:
+        out.append(f"{len(empty)} step(s) have no successful transaction in their measurement window: "
+                   + _listing(empty, lambda r: f"{r['log_files']} data log(s)"))
+    broken = [r for r in rows if r["malformed_lines"]]
+    if broken:
+        total = sum(r["malformed_lines"] for r in broken)
+        out.append(f"{total} malformed or cut-short data log line(s) skipped in {len(broken)} step(s): "
+                   + _listing(broken, lambda r: f"{r['malformed_lines']} lines in {r['step_dir']}/logs"))
+    bad_monitor = [r for r in rows if r["monitor_malformed_lines"]]
+    if bad_monitor:
+        out.append(f"Malformed monitor lines skipped in {len(bad_monitor)} step(s): "
+                   + _listing(bad_monitor, lambda r: f"{r['monitor_malformed_lines']} lines"))
+    gaps = [r for r in rows if any(r[f"{role}_gap_s"] for role in ROLES)]
+    if gaps:
+        out.append(f"A monitor was unreachable during the measurement of {len(gaps)} step(s), so CPU and "
+                   "network there miss samples: "
+                   + _listing(gaps, lambda r: ", ".join(f"{role} {r[f'{role}_gap_s']:.1f} s"
+                                                        for role in ROLES if r[f"{role}_gap_s"])))
+    for run in runs:
+        if run.unfinished_steps:
+            out.append(f"{run.name}: {run.unfinished_steps} unfinished step folder(s) ({UNFINISHED_PREFIX}*) "
+                       "skipped; the run was interrupted or is still going.")
+        mine = [r for r in rows if r["run"] == run.name]
+        expected = [role for role in ROLES if not (role == "esb" and run.is_baseline)]
+        never = [role for role in expected if all(role in r["monitor_missing"].split(";") for r in mine)]
+        if never:
+            out.append(f"{run.name}: no monitor file for {', '.join(never)}; their CPU and network are "
+                       "unknown, so a bottleneck there cannot be seen.")
+    return out

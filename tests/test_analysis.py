@@ -1,0 +1,395 @@
+"""Issue 6: analysis of results folders -> statistics, summary.csv, graphs, report.html, compare.
+
+Every input here is written by the test itself in the sweep runner's layout (analysis/synthetic.py
+for the bulky parts, explicit lines where the expected numbers must be exact)."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from esbperf.analysis import synthetic
+from esbperf.analysis.datalog import log_stats
+from esbperf.analysis.graphs import nines
+from esbperf.analysis.monitor import host_stats
+from esbperf.analysis.report import analyse, build_report, write_report
+from esbperf.analysis.stats import describe, mean_ci, percentile, t_quantile
+from esbperf.errors import EsbperfError
+
+ROOT = Path(__file__).resolve().parent.parent
+T0 = synthetic.BASE_MS
+WARMUP_END = T0 + 30_000
+END = T0 + 40_000            # a 10-second measurement window
+
+
+def data_log(path: Path, rows: list[tuple], header: str = synthetic.DATA_LOG_HEADER, tail: bytes = b"") -> Path:
+    """A data log with exactly these rows (and optionally raw bytes appended)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = header + "\n" + "".join(", ".join(str(v) for v in r) + "\n" for r in rows)
+    path.write_bytes(body.encode() + tail)
+    return path
+
+
+def ok_row(start: int, ms: int, thread: int = 0, status: int = 200, errors: int = 0,
+           request: int = 1024, response: int = 1100) -> tuple:
+    return (thread, 0, 1, start, ms, errors, status, request, response)
+
+
+def exact_step(run_dir: Path, target: str = "camel", users: int = 1, payload: tuple = ("1KB", 1024),
+               iteration: int = 1, response_times=range(1, 1001), plan: str = "thesis") -> Path:
+    """A step whose 1000 successful transactions take 1..1000 ms, spread over two workers, plus
+    2 failures, 5 warm-up rows and 3 rows after the window."""
+    label, size = payload
+    folder = synthetic.write_step(synthetic.step_dir(run_dir, "proxy", label, users, iteration), "proxy", target,
+                                  size, label, users, iteration, warmup_s=30, duration_s=10, plan=plan)
+    rows = [ok_row(WARMUP_END + i * 9, ms, thread=i % 4) for i, ms in enumerate(response_times)]
+    rows += [ok_row(WARMUP_END + 500, 30_000, status=500, errors=1), ok_row(END - 1, 7, status=0, errors=1)]
+    rows += [ok_row(T0 + i, 5000) for i in range(5)] + [ok_row(END + i, 5000) for i in range(3)]
+    data_log(folder / "logs" / "client-0-data.log", rows[::2])
+    data_log(folder / "logs" / "client-1-data.log", rows[1::2])
+    return folder
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    run = synthetic.write_run(tmp_path / "camel-run", "camel")
+    exact_step(run)
+    return run
+
+
+# --- statistics of one step --------------------------------------------------------------------
+
+def test_exact_statistics_of_known_logs(run_dir: Path):
+    summary = analyse([run_dir]).summary.to_dicts()
+    assert len(summary) == 1
+    row = summary[0]
+    assert row["transactions"] == 1000 and row["errors"] == 2
+    assert row["tps"] == pytest.approx(100.0)                 # 1000 successful / 10 s
+    assert row["warmup_rows"] == 5 and row["late_rows"] == 3 and row["malformed_lines"] == 0
+    assert row["rt_mean_ms"] == pytest.approx(500.5)
+    assert row["rt_std_ms"] == pytest.approx(math.sqrt(1000 * 1001 / 12))
+    assert (row["rt_min_ms"], row["rt_max_ms"]) == (1, 1000)
+    assert (row["rt_p50_ms"], row["rt_p90_ms"], row["rt_p95_ms"], row["rt_p99_ms"], row["rt_p99_9_ms"]) \
+        == (500, 900, 950, 990, 999)
+    assert row["request_bytes_per_s"] == pytest.approx(1024 * 100)
+    assert row["response_bytes_per_s"] == pytest.approx(1100 * 100)
+    assert row["error_statuses"] == "0:1;500:1"
+    assert row["error_percent"] == pytest.approx(100 * 2 / 1002)
+    assert row["window_s"] == 10.0 and row["log_files"] == 2
+
+
+def test_warmup_is_cut_at_the_exact_timestamp(tmp_path: Path):
+    log = data_log(tmp_path / "logs" / "w-0-data.log", [
+        ok_row(WARMUP_END - 1, 111), ok_row(WARMUP_END, 10), ok_row(END - 1, 20), ok_row(END, 222)])
+    stats = log_stats([log], WARMUP_END, END)
+    assert stats.histogram == [(10, 1), (20, 1)]
+    assert (stats.warmup_rows, stats.late_rows, stats.transactions) == (1, 1, 2)
+
+
+def test_corrupted_lines_are_counted_and_skipped(tmp_path: Path):
+    good = [ok_row(WARMUP_END + i, 10 + i) for i in range(4)]
+    garbage = (b"this is not a row\n"
+               b"0, 0, 1, " + str(WARMUP_END).encode() + b", 12, 0, 200, 1024, 1100, 99\n"   # a field too many
+               b"0, 0, 1, " + str(WARMUP_END).encode() + b", 1x2, 0, 200, 1024, 1100\n"      # not a number
+               b"0, 0, 1, " + str(WARMUP_END).encode() + b", 12, 0\n"                      # fields missing
+               b"\xff\xfe\x00 binary, \"quoted, 1\n"
+               b"\n"
+               b"0, 0, 1, " + str(WARMUP_END).encode() + b", 12, 0, 200, 1024, 10")        # cut short: parses!
+    log = data_log(tmp_path / "logs" / "w-0-data.log", good, tail=garbage)
+    cut_header = tmp_path / "logs" / "w-1-data.log"
+    cut_header.write_bytes(b"Thread, Run, Te")
+    empty = tmp_path / "logs" / "w-2-data.log"
+    empty.write_bytes(b"")
+    stats = log_stats([log, cut_header, empty], WARMUP_END, END)
+    assert stats.transactions == 4
+    assert stats.histogram == [(10, 1), (11, 1), (12, 1), (13, 1)]
+    assert stats.malformed_lines == 8
+    assert stats.malformed_by_file == {"w-0-data.log": 7, "w-1-data.log": 1}
+    assert stats.response_bytes == 4 * 1100
+
+
+def test_logs_without_the_custom_columns(tmp_path: Path):
+    header = "Thread, Run, Test, Start time (ms since Epoch), Test time, Errors"
+    log = data_log(tmp_path / "logs" / "old-0-data.log",
+                   [(0, 0, 1, WARMUP_END, 5, 0), (0, 1, 1, WARMUP_END + 1, 7, 1)], header=header)
+    stats = log_stats([log], WARMUP_END, END)
+    assert (stats.transactions, stats.errors, stats.error_statuses) == (1, 1, {"none": 1})
+    assert stats.request_bytes is None and stats.response_bytes is None
+
+
+def test_a_file_that_is_not_a_data_log_is_a_clear_error(tmp_path: Path):
+    log = data_log(tmp_path / "logs" / "x-0-data.log", [(1, 2)], header="Thread, Run, Test")
+    with pytest.raises(EsbperfError, match="not a Grinder data log.*Start time"):
+        log_stats([log], WARMUP_END, END)
+
+
+def test_percentiles_and_description_of_a_histogram():
+    hist = [(5, 3), (7, 1), (100, 1)]          # 5 5 5 7 100
+    assert [percentile(hist, p) for p in (20, 60, 61, 80, 81, 100)] == [5, 5, 7, 7, 100, 100]
+    d = describe(hist)
+    assert d["mean"] == pytest.approx(24.4) and (d["min"], d["max"]) == (5, 100)
+    assert d["std"] == pytest.approx(statistics.stdev([5, 5, 5, 7, 100]))
+    assert describe([])["mean"] is None and percentile([], 50) is None
+
+
+def test_student_t_and_confidence_interval():
+    for df, expected in [(1, 12.7062), (2, 4.3027), (4, 2.7764), (9, 2.2622), (29, 2.0452), (200, 1.9719)]:
+        assert t_quantile(0.975, df) == pytest.approx(expected, abs=2e-4)
+    mean, half = mean_ci([10.0, 12.0, 14.0])
+    assert mean == 12.0 and half == pytest.approx(4.3027 * 2 / math.sqrt(3), rel=1e-4)
+    assert mean_ci([5.0]) == (5.0, None) and mean_ci([None, None]) == (None, None)
+
+
+# --- monitor files -----------------------------------------------------------------------------
+
+def test_monitor_cpu_network_gaps(tmp_path: Path):
+    path = synthetic.write_monitor(tmp_path, "esb", T0, WARMUP_END, END, cpu_percent=42.0,
+                                   rx_mbit=80.0, tx_mbit=40.0, interfaces=("eth0", "eth1"), gaps_ms=(1500, 500))
+    with open(path, "a") as f:   # warm-up samples do not count; a bad line is counted
+        f.write(f"{T0},warmup,cpu.total,,100\nnot,a,monitor,line\n")
+    h = host_stats(path, "esb", link_mbit=100)
+    assert h.cpu_mean == pytest.approx(42.0) and h.cpu_max == pytest.approx(42.0)
+    assert h.rx_mbit == pytest.approx(80.0) and h.tx_mbit == pytest.approx(40.0)   # loopback left out
+    assert h.link_percent == pytest.approx(80.0)
+    assert h.gap_ms == 2000 and h.malformed_lines == 1
+
+
+def test_monitor_counter_reset_adds_nothing(tmp_path: Path):
+    rows = ["time_ms,phase,metric,subject,value"]
+    for t, v, cpu in [(0, 0, 10), (1000, 1_000_000, 30), (2000, 0, 50), (3000, 1_000_000, 100)]:
+        rows += [f"{t},measure,net.tx_bytes,eth0,{v}", f"{t},measure,cpu.total,,{cpu}"]
+    path = tmp_path / "monitor-ws1.csv"
+    path.write_text("\n".join(rows) + "\n3500,measure,cpu.total,,10")   # last line cut short
+    h = host_stats(path, "ws1")
+    assert h.tx_mbit == pytest.approx(2 * 8 / 3)      # 2 MB over 3 s; the reset is not negative traffic
+    assert h.cpu_mean == pytest.approx(47.5) and h.cpu_max == 100
+    assert h.malformed_lines == 1 and h.link_percent is None
+
+
+# --- runs, iterations, report ------------------------------------------------------------------
+
+def test_iterations_give_mean_and_confidence_interval(tmp_path: Path):
+    run = synthetic.write_run(tmp_path / "r", "camel")
+    for it, scale in [(1, 1), (2, 2), (3, 3)]:       # 1000, 500, 333 transactions in 10 s
+        exact_step(run, iteration=it, response_times=range(1, 1001, scale))
+    analysis = analyse([run])
+    tps = sorted(analysis.summary["tps"].to_list())
+    assert tps == pytest.approx([33.4, 50.0, 100.0])
+    agg = analysis.aggregate.to_dicts()[0]
+    assert agg["iterations"] == 3
+    assert agg["tps"] == pytest.approx(sum(tps) / 3)
+    assert agg["tps_ci95"] == pytest.approx(mean_ci(tps)[1])
+    assert agg["tps_ci95"] > 0
+
+
+def thesis_pair(tmp_path: Path, iterations: int = 1) -> tuple[Path, Path]:
+    direct = synthetic.thesis_run(tmp_path / "direct-run", "direct", rows_per_step=2000, iterations=iterations,
+                                  duration_s=20, warmup_s=5, seed=2)
+    camel = synthetic.thesis_run(tmp_path / "camel-run", "camel", rows_per_step=1500, iterations=iterations,
+                                 duration_s=20, warmup_s=5, seed=3)
+    return direct, camel
+
+
+def test_graphs_hold_the_expected_series(tmp_path: Path):
+    direct, camel = thesis_pair(tmp_path, iterations=2)
+    # One camel step saturated its ESB host, by the runner's verdict.
+    step = synthetic.step_dir(camel, "proxy", "100KB", 320, 1) / "step.json"
+    meta = json.loads(step.read_text())
+    meta["bottlenecks"] = [{"role": "esb", "resource": "cpu", "max_percent": 97.2}]
+    step.write_text(json.dumps(meta))
+    out, analysis = build_report([direct, camel], tmp_path / "out")
+    graphs = {g.name: g for g in analysis.graphs}
+    assert set(graphs) == {f"proxy-{what}-vs-{sweep}" for what in ("tps", "response-time", "cpu", "network")
+                           for sweep in ("payload", "users")} | {"proxy-percentiles"}
+
+    tps_users = {s.label: s for s in graphs["proxy-tps-vs-users"].panels[0].series}
+    assert set(tps_users) == {"direct", "camel"} and tps_users["direct"].baseline
+    assert tps_users["camel"].x == [1, 20, 40, 80, 160, 320]
+    assert tps_users["camel"].y == pytest.approx([1500 / 25] * 6, rel=0.05)   # 20 of 25 s measured
+    assert tps_users["direct"].y == pytest.approx([2000 / 25] * 6, rel=0.05)
+    assert all(e is not None and e >= 0 for e in tps_users["camel"].err)          # 2 iterations -> CI
+    assert tps_users["camel"].bottleneck == [False] * 5 + [True]
+    assert not any(tps_users["direct"].bottleneck)
+
+    payload = {s.label: s for s in graphs["proxy-response-time-vs-payload"].panels[0].series}
+    assert payload["camel"].x == [1, 50, 100, 500, 1024]                        # KB, at 1 user
+    agg = analysis.aggregate.filter((pl.col("run") == "camel-run") & (pl.col("users") == 1)).sort("payload_bytes")
+    assert payload["camel"].y == agg["rt_mean_ms"].to_list()
+
+    cpu = {p.title: p for p in graphs["proxy-cpu-vs-users"].panels}
+    assert "esb" in cpu and [s.label for s in cpu["esb"].series] == ["camel"]   # no ESB in the baseline
+    net = {p.title: p for p in graphs["proxy-network-vs-users"].panels}
+    assert {s.label for s in net["ws1"].series} == {"direct rx", "direct tx", "camel rx", "camel tx"}
+    assert net["ws1"].limit == 1000
+
+    pct = {s.label: s for s in graphs["proxy-percentiles"].panels[0].series}
+    assert pct["camel"].x[:3] == [nines(50), nines(75), nines(90)]
+    assert pct["camel"].y == sorted(pct["camel"].y)
+    assert graphs["proxy-percentiles"].title.endswith("320 users, 100KB")
+
+    # The files exist, and the SVG carries each series and the bottleneck mark.
+    for g in graphs.values():
+        assert (out / "graphs" / f"{g.name}.png").stat().st_size > 1000
+    svg = ET.parse(out / "graphs" / "proxy-tps-vs-users.svg")
+    ids = {e.get("id") for e in svg.iter() if e.get("id")}
+    assert {"series-camel", "series-direct", "errorbars-camel", "bottleneck-camel"} <= ids
+    assert "bottleneck-direct" not in ids
+
+
+def test_report_folder_is_never_overwritten(run_dir: Path, tmp_path: Path):
+    first = write_report([run_dir])
+    assert first == run_dir / "report"
+    summary = (first / "summary.csv").read_bytes()
+    second = write_report([run_dir])
+    assert second == run_dir / "report-2"
+    assert (first / "summary.csv").read_bytes() == summary
+    with pytest.raises(EsbperfError, match="not empty"):
+        write_report([run_dir], out=first)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert write_report([run_dir], out=empty) == empty and (empty / "report.html").exists()
+    assert not [p for p in tmp_path.rglob(".partial-*")]
+    # The report folder is not mistaken for a step, and the run still reports.
+    assert len(analyse([run_dir]).summary) == 1
+
+
+def test_summary_columns_are_documented(run_dir: Path):
+    out = write_report([run_dir])
+    columns = (out / "summary.csv").read_text().splitlines()[0].split(",")
+    docs = (ROOT / "docs" / "analysis.md").read_text()
+    documented = set(re.findall(r"`([a-z0-9_<>]+)`", docs))
+    for c in columns:
+        generic = re.sub(r"^(esb|ws1|ws2|ws3|client)_", "<role>_", c)
+        assert c in documented or generic in documented, f"summary.csv column {c} is not in docs/analysis.md"
+    aggregate = pl.read_csv(out / "aggregate.csv")
+    assert {"tps", "tps_ci95", "iterations", "rt_p99_9_ms"} <= set(aggregate.columns)
+
+
+def test_unfinished_steps_and_missing_baseline_are_reported(run_dir: Path):
+    (run_dir / "proxy" / "1KB" / "20" / ".tmp-iter-1" / "logs").mkdir(parents=True)
+    unfinished = run_dir / "proxy" / "1KB" / "20" / ".tmp-iter-1" / "step.json"
+    unfinished.write_text("{not json yet")   # being written: must not be read
+    analysis = analyse([run_dir])
+    assert len(analysis.summary) == 1 and analysis.runs[0].unfinished_steps == 1
+    text = " ".join(analysis.warnings)
+    assert "1 unfinished step folder(s)" in text
+    assert "No no-ESB baseline" in text
+    assert "failed transactions" in text
+
+
+def test_compare_writes_ratios_against_the_first_run(tmp_path: Path):
+    direct, camel = thesis_pair(tmp_path)
+    out = write_report([direct, camel], out=tmp_path / "cmp", compare=True)
+    ratios = pl.read_csv(out / "ratios.csv")
+    assert ratios.height == 10 and set(ratios["run"]) == {"camel-run"}
+    assert set(ratios["run_reference"]) == {"direct-run"}
+    assert ratios["tps_ratio"].to_list() == pytest.approx([0.75] * 10, rel=0.03)
+    row = ratios.filter((pl.col("users") == 1) & (pl.col("payload_bytes") == 1024)).to_dicts()[0]
+    assert row["rt_mean_ms_ratio"] == pytest.approx(row["rt_mean_ms"] / row["rt_mean_ms_reference"], rel=1e-3)
+    html = (out / "report.html").read_text()
+    assert "Ratios to direct" in html and "No no-ESB baseline" not in html
+
+
+# --- bad input through the CLI: one line, exit status 2 -----------------------------------------
+
+def esbperf(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "esbperf", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=120)
+
+
+def assert_refused(result: subprocess.CompletedProcess, pattern: str) -> None:
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("esbperf: error: "), result.stderr
+    assert re.search(pattern, lines[0]), lines[0]
+
+
+def test_cli_refuses_bad_input_clearly(tmp_path: Path, run_dir: Path):
+    empty = synthetic.write_run(tmp_path / "empty-run", "camel")
+    (empty / "proxy" / "1KB" / "1" / ".tmp-iter-1").mkdir(parents=True)
+    assert_refused(esbperf("report", str(empty)), r"no finished step.*1 unfinished")
+    assert_refused(esbperf("report", str(tmp_path / "nowhere")), "no such run folder")
+    assert_refused(esbperf("compare", str(run_dir)), "at least two runs")
+
+    other = synthetic.write_run(tmp_path / "other-plan", "direct", plan_name="public-rounds")
+    exact_step(other, target="direct", plan="public-rounds")
+    assert_refused(esbperf("compare", str(other), str(run_dir)), "different plans.*'public-rounds'.*'thesis'")
+    changed = synthetic.write_run(tmp_path / "changed", "direct",
+                                  plan={"name": "thesis", "duration_s": 60, "warmup_s": 30, "iterations": 1})
+    exact_step(changed, target="direct")
+    assert_refused(esbperf("compare", str(changed), str(run_dir)), r"different settings \(duration_s: 60 vs 300\)")
+
+    mixed = synthetic.write_run(tmp_path / "mixed", "camel")
+    exact_step(mixed)
+    exact_step(mixed, users=20, plan="other")
+    assert_refused(esbperf("report", str(mixed)), "mixed plans in one run")
+
+    broken = synthetic.write_run(tmp_path / "broken", "camel")
+    step = exact_step(broken)
+    (step / "step.json").write_text(json.dumps({"scenario": "proxy"}))
+    assert_refused(esbperf("report", str(broken)), r"step.json: field 'target' must be str")
+
+    assert_refused(esbperf("report", str(run_dir), "--out", str(run_dir)), "not empty")
+
+
+def test_cli_report_prints_where_it_wrote(run_dir: Path):
+    result = esbperf("report", str(run_dir))
+    assert result.returncode == 0, result.stderr
+    assert f"report in {run_dir / 'report' / 'report.html'}" in result.stdout
+    assert "warning: No no-ESB baseline" in result.stdout
+
+
+# --- the page in a real browser ----------------------------------------------------------------
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+PROBE = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body><pre id="result">pending</pre>
+<script>
+const frame = document.createElement("iframe");
+frame.src = "report.html";
+frame.onload = () => {
+  const doc = frame.contentDocument, images = [...doc.images];
+  document.getElementById("result").textContent = JSON.stringify({
+    images: images.length,
+    broken: images.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.alt),
+    links: [...doc.querySelectorAll("a[href]")].map(a => a.getAttribute("href")),
+    title: doc.title});
+};
+document.body.appendChild(frame);
+</script></body></html>"""
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (make test installs it: apt-get install chromium)")
+def test_report_opens_in_headless_chromium(tmp_path: Path):
+    direct, camel = thesis_pair(tmp_path, iterations=2)
+    out = write_report([direct, camel], out=tmp_path / "cmp", compare=True)
+    probe = out.parent / "probe"
+    probe.mkdir()
+    for item in out.iterdir():      # the probe sits beside a copy, so the report folder stays as written
+        (shutil.copytree if item.is_dir() else shutil.copy)(item, probe / item.name)
+    (probe / "probe.html").write_text(PROBE)
+    result = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}",
+         "--allow-file-access-from-files", "--enable-logging=stderr", "--v=0", "--virtual-time-budget=10000",
+         "--dump-dom", (probe / "probe.html").as_uri()],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(tmp_path)})
+    found = re.search(r'<pre id="result">(.*?)</pre>', result.stdout)
+    assert found and found.group(1) != "pending", result.stderr[-2000:]
+    page = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    assert page["title"].startswith("esbperf compare")
+    assert page["images"] == 9 and page["broken"] == []
+    for href in page["links"]:                      # SVGs and CSVs beside the page, nothing remote
+        assert not re.match(r"[a-z]+:", href) and (probe / href).exists(), href
+    console = [line for line in result.stderr.splitlines() if ":CONSOLE" in line and "report.html" in line]
+    assert console == []
