@@ -1,9 +1,12 @@
 """The testbed description (console-config/testbeds/<name>.yaml): hosts by role with their
 addresses, ports and links, and the named targets. It is the only place addresses are
-written; everything that needs one asks this module."""
+written; everything that needs one asks this module. docs/testbed.md describes every field.
+
+Errors name the file and the field, on one line."""
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,22 +18,54 @@ from esbperf.project import CONSOLE_CONFIG
 TESTBEDS = CONSOLE_CONFIG / "testbeds"
 ROLES = ("client", "esb", "ws1", "ws2", "ws3")
 BACKENDS = ("ws1", "ws2", "ws3")
-HOST_FIELDS = ("address", "link_mbit", "monitor_port", "echo_port", "esb_ports", "cpus")
+HOST_FIELDS = ("address", "link_mbit", "monitor_port", "echo_port", "esb_ports", "cpus", "ssh")
+TOP_FIELDS = ("name", "emulated", "prefix", "bridge", "sysctl", "console", "hosts", "targets")
+
+# RFC 2544's range for network benchmarks: emulated testbeds may use nothing else.
+BENCHMARK_NET = ipaddress.ip_network("198.18.0.0/15")
+DEFAULT_PREFIX = "esbp-"
+DEFAULT_EMULATED_MBIT = 1000
+IFNAME_MAX = 15   # Linux interface names: IFNAMSIZ - 1
+PREFIX_RE = re.compile(r"^[a-z][a-z0-9]{0,7}-$")
 
 
 @dataclass(frozen=True)
 class Host:
     role: str
     address: str
-    link_mbit: float | None = None   # None: no limit known (loopback)
+    link_mbit: float | None = None   # None: no limit (emulated) or unknown (real)
     monitor_port: int | None = None
     echo_port: int | None = None
     esb_ports: dict[str, int] = field(default_factory=dict)
     cpus: tuple[int, ...] | None = None
+    ssh: str | None = None           # `user@host` for the optional checks over ssh (real LAN)
 
     def url(self, port: int) -> str:
         host = f"[{self.address}]" if ":" in self.address else self.address
         return f"http://{host}:{port}"
+
+    def services(self) -> dict[str, int]:
+        """The ports this host's own services listen on, by name (for checks and conflicts)."""
+        ports = {}
+        if self.monitor_port:
+            ports["monitor"] = self.monitor_port
+        if self.echo_port:
+            ports["echo"] = self.echo_port
+        ports.update({f"esb {name}": port for name, port in self.esb_ports.items()})
+        return ports
+
+
+@dataclass(frozen=True)
+class Bridge:
+    """The emulated LAN's switch: a Linux bridge in the root namespace, with an address there
+    so that the root namespace (runner, control-API client) reaches every host."""
+
+    name: str
+    interface: ipaddress.IPv4Interface   # e.g. 198.18.0.1/24; the hosts share its subnet
+
+    @property
+    def address(self) -> str:
+        return str(self.interface.ip)
 
 
 @dataclass(frozen=True)
@@ -54,7 +89,10 @@ class Testbed:
     api_port: int
     targets: dict[str, Target]
     emulated: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)   # settings of the emulation (bridge, …)
+    extra: dict[str, Any] = field(default_factory=dict)   # the file's emulation settings, as written
+    prefix: str = DEFAULT_PREFIX       # names of the namespaces, links and bridge `testbed up` makes
+    bridge: Bridge | None = None       # emulated testbeds only
+    sysctl: dict[str, str] = field(default_factory=dict)   # OS tuning every host should have
 
     @property
     def client(self) -> Host:
@@ -77,7 +115,7 @@ class Testbed:
 
     def netns(self, role: str) -> str | None:
         """The network namespace a role's processes run in (emulated testbeds only)."""
-        return f"esbp-{role}" if self.emulated else None
+        return f"{self.prefix}{role}" if self.emulated else None
 
     def command(self, role: str, argv: list[str]) -> list[str]:
         """argv as it must be run to execute on the host of `role`: inside its network
@@ -97,10 +135,10 @@ class Testbed:
             raise EsbperfError(f"unknown target '{name}' in {self.path} (known: {', '.join(self.targets)})") from None
 
 
-def resolve(name_or_path: str | Path | None) -> Path:
+def resolve(name_or_path: str | Path | None, default: str = "local") -> Path:
     """A testbed name (file in console-config/testbeds) or a path; default `local`."""
     if name_or_path is None:
-        return TESTBEDS / "local.yaml"
+        name_or_path = default
     candidate = Path(name_or_path)
     if candidate.suffix in (".yaml", ".yml") or candidate.exists():
         return candidate
@@ -111,54 +149,199 @@ def resolve(name_or_path: str | Path | None) -> Path:
     return path
 
 
-def _int(path: Path, where: str, value: Any) -> int:
+def _port(path: Path, where: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536:
         raise EsbperfError(f"{path}: {where} must be a port number (1-65535), got {value!r}")
     return value
 
 
-def load(name_or_path: str | Path | None = None) -> Testbed:
-    path = resolve(name_or_path)
-    data = load_yaml(path)
+def _link_mbit(path: Path, where: str, value: Any, emulated: bool) -> float | None:
+    if value is None:
+        return DEFAULT_EMULATED_MBIT if emulated else None
+    if value == "unlimited":
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise EsbperfError(f"{path}: {where} must be a positive number of Mbit/s or 'unlimited', got {value!r}")
+    return value
+
+
+def _host(path: Path, role: str, h: Any, emulated: bool) -> Host:
+    where = f"hosts.{role}"
+    if not isinstance(h, dict):
+        raise EsbperfError(f"{path}: {where} must be a mapping")
+    unknown = set(h) - set(HOST_FIELDS)
+    if unknown:
+        raise EsbperfError(f"{path}: {where}: unknown field '{sorted(unknown)[0]}' "
+                           f"(allowed: {', '.join(HOST_FIELDS)})")
+    try:
+        address = ipaddress.ip_address(str(h.get("address")))
+    except ValueError:
+        raise EsbperfError(f"{path}: {where}.address must be an IP address, got {h.get('address')!r}") from None
+    esb_ports = h.get("esb_ports") or {}
+    if not isinstance(esb_ports, dict):
+        raise EsbperfError(f"{path}: {where}.esb_ports must map ESB names to ports")
+    cpus = h.get("cpus")
+    if cpus is not None and (not isinstance(cpus, list) or not cpus
+                             or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in cpus)):
+        raise EsbperfError(f"{path}: {where}.cpus must be a non-empty list of CPU numbers, got {cpus!r}")
+    ssh = h.get("ssh")
+    if ssh is not None and (not isinstance(ssh, str) or not ssh or ssh.startswith("-") or " " in ssh):
+        raise EsbperfError(f"{path}: {where}.ssh must be an ssh destination like user@host, got {ssh!r}")
+    return Host(
+        role=role, address=str(address),
+        link_mbit=_link_mbit(path, f"{where}.link_mbit", h.get("link_mbit"), emulated),
+        monitor_port=_port(path, f"{where}.monitor_port", h["monitor_port"]) if "monitor_port" in h else None,
+        echo_port=_port(path, f"{where}.echo_port", h["echo_port"]) if "echo_port" in h else None,
+        esb_ports={k: _port(path, f"{where}.esb_ports.{k}", v) for k, v in esb_ports.items()},
+        cpus=tuple(cpus) if cpus is not None else None,
+        ssh=ssh,
+    )
+
+
+def _hosts(path: Path, data: dict, emulated: bool) -> dict[str, Host]:
     hosts_data = data.get("hosts")
     if not isinstance(hosts_data, dict):
         raise EsbperfError(f"{path}: 'hosts' must map roles ({', '.join(ROLES)}) to host settings")
+    for role in hosts_data:
+        if role not in ROLES:
+            raise EsbperfError(f"{path}: hosts: unknown role '{role}' (allowed: {', '.join(ROLES)})")
     missing = [r for r in ROLES if r not in hosts_data]
     if missing:
         raise EsbperfError(f"{path}: hosts: missing role(s) {', '.join(missing)}")
-    hosts = {}
-    for role, h in hosts_data.items():
-        if role not in ROLES:
-            raise EsbperfError(f"{path}: hosts: unknown role '{role}' (allowed: {', '.join(ROLES)})")
-        if not isinstance(h, dict):
-            raise EsbperfError(f"{path}: hosts.{role} must be a mapping")
-        unknown = set(h) - set(HOST_FIELDS)
-        if unknown:
-            raise EsbperfError(f"{path}: hosts.{role}: unknown field '{sorted(unknown)[0]}' "
-                               f"(allowed: {', '.join(HOST_FIELDS)})")
-        try:
-            ipaddress.ip_address(str(h.get("address")))
-        except ValueError:
-            raise EsbperfError(f"{path}: hosts.{role}.address must be an IP address, got {h.get('address')!r}") from None
-        link = h.get("link_mbit")
-        if link is not None and (isinstance(link, bool) or not isinstance(link, (int, float)) or link <= 0):
-            raise EsbperfError(f"{path}: hosts.{role}.link_mbit must be a positive number, got {link!r}")
-        esb_ports = h.get("esb_ports") or {}
-        if not isinstance(esb_ports, dict):
-            raise EsbperfError(f"{path}: hosts.{role}.esb_ports must map ESB names to ports")
-        cpus = h.get("cpus")
-        if cpus is not None and (not isinstance(cpus, list) or not all(isinstance(c, int) for c in cpus)):
-            raise EsbperfError(f"{path}: hosts.{role}.cpus must be a list of CPU numbers, got {cpus!r}")
-        hosts[role] = Host(
-            role=role, address=str(h["address"]), link_mbit=link,
-            monitor_port=_int(path, f"hosts.{role}.monitor_port", h["monitor_port"]) if "monitor_port" in h else None,
-            echo_port=_int(path, f"hosts.{role}.echo_port", h["echo_port"]) if "echo_port" in h else None,
-            esb_ports={k: _int(path, f"hosts.{role}.esb_ports.{k}", v) for k, v in esb_ports.items()},
-            cpus=tuple(cpus) if cpus is not None else None,
-        )
+    hosts = {role: _host(path, role, hosts_data[role], emulated) for role in ROLES}
     for ws in BACKENDS:
         if hosts[ws].echo_port is None:
             raise EsbperfError(f"{path}: hosts.{ws}.echo_port is required")
+    return hosts
+
+
+def _sysctl(path: Path, data: dict, emulated: bool) -> dict[str, str]:
+    raw = data.get("sysctl") or {}
+    if not isinstance(raw, dict):
+        raise EsbperfError(f"{path}: 'sysctl' must map sysctl keys (net.core.somaxconn) to values")
+    settings = {}
+    for key, value in raw.items():
+        if not isinstance(key, str) or not re.fullmatch(r"[a-z0-9_]+(\.[a-z0-9_-]+)+", key):
+            raise EsbperfError(f"{path}: sysctl: '{key}' is not a sysctl key like net.core.somaxconn")
+        # Only net.* settings belong to a network namespace; any other key written inside
+        # one would change the whole machine.
+        if emulated and not key.startswith("net."):
+            raise EsbperfError(f"{path}: sysctl.{key}: an emulated testbed may only set net.* keys "
+                               "(others are not per network namespace and would change the whole machine)")
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise EsbperfError(f"{path}: sysctl.{key} must be a number or a string, got {value!r}")
+        settings[key] = " ".join(str(value).split())
+    return settings
+
+
+def _prefix(path: Path, data: dict) -> str:
+    prefix = data.get("prefix", DEFAULT_PREFIX)
+    if not isinstance(prefix, str) or not PREFIX_RE.match(prefix):
+        raise EsbperfError(f"{path}: prefix must be 1-8 lowercase letters or digits, starting with a letter, "
+                           f"then '-' (like {DEFAULT_PREFIX}), got {prefix!r}")
+    return prefix
+
+
+def _bridge(path: Path, data: dict, prefix: str) -> Bridge:
+    raw = data.get("bridge")
+    if not isinstance(raw, dict) or set(raw) != {"name", "address"}:
+        raise EsbperfError(f"{path}: an emulated testbed needs 'bridge: {{name: {prefix}br0, address: 198.18.0.1/24}}'")
+    name = raw["name"]
+    if not isinstance(name, str) or not name.startswith(prefix) or len(name) > IFNAME_MAX \
+            or not re.fullmatch(r"[a-z0-9-]+", name) or name in {prefix + r for r in ROLES}:
+        raise EsbperfError(f"{path}: bridge.name must start with the prefix '{prefix}', be at most {IFNAME_MAX} "
+                           f"lowercase letters, digits or '-', and not name a host's link, got {name!r}")
+    try:
+        interface = ipaddress.IPv4Interface(str(raw["address"]))
+    except ValueError:
+        raise EsbperfError(f"{path}: bridge.address must be an IPv4 address with its prefix length "
+                           f"(like 198.18.0.1/24), got {raw['address']!r}") from None
+    if "/" not in str(raw["address"]) or interface.network.prefixlen > 29:
+        raise EsbperfError(f"{path}: bridge.address needs a subnet for the bridge and five hosts "
+                           f"(prefix length /29 or shorter, like 198.18.0.1/24), got {raw['address']!r}")
+    if not interface.network.subnet_of(BENCHMARK_NET):
+        raise EsbperfError(f"{path}: bridge.address {raw['address']} is outside {BENCHMARK_NET}, "
+                           "the range reserved for network benchmarks that emulated testbeds must use")
+    if interface.ip in (interface.network.network_address, interface.network.broadcast_address):
+        raise EsbperfError(f"{path}: bridge.address {raw['address']} is the subnet's network or broadcast address")
+    return Bridge(name, interface)
+
+
+def _check_emulated(path: Path, hosts: dict[str, Host], bridge: Bridge, api_host: str) -> None:
+    """Each emulated host is a namespace on the bridge's subnet, with an address of its own."""
+    subnet = bridge.interface.network
+    seen = {bridge.interface.ip: "bridge.address"}
+    for role, host in hosts.items():
+        ip = ipaddress.ip_address(host.address)
+        where = f"hosts.{role}.address"
+        if ip.version != 4 or ip not in subnet:
+            raise EsbperfError(f"{path}: {where} {host.address} is not in the bridge's subnet {subnet} "
+                               f"(bridge.address), which must hold every emulated host")
+        if ip in (subnet.network_address, subnet.broadcast_address):
+            raise EsbperfError(f"{path}: {where} {host.address} is the subnet's network or broadcast address")
+        if ip in seen:
+            raise EsbperfError(f"{path}: {where} {host.address} is already used by {seen[ip]}; "
+                               "each emulated host needs an address of its own")
+        seen[ip] = where
+    if api_host != hosts["client"].address:
+        raise EsbperfError(f"{path}: console.api_host must be the client's address {hosts['client'].address} "
+                           f"in an emulated testbed (the console runs in the client's namespace), got {api_host}")
+
+
+def _check_ports(path: Path, hosts: dict[str, Host], console_port: int, api_host: str, api_port: int,
+                 sysctl: dict[str, str]) -> None:
+    """No two services may listen on the same address and port (e.g. two roles on 127.0.0.1),
+    and none on a port that outgoing connections may take (the ephemeral range)."""
+    ephemeral = None
+    if "net.ipv4.ip_local_port_range" in sysctl:
+        bounds = sysctl["net.ipv4.ip_local_port_range"].split()
+        if len(bounds) != 2 or not all(b.isdigit() for b in bounds) or not 0 < int(bounds[0]) <= int(bounds[1]) < 65536:
+            raise EsbperfError(f"{path}: sysctl.net.ipv4.ip_local_port_range must be two ports 'LOW HIGH', "
+                               f"got {sysctl['net.ipv4.ip_local_port_range']!r}")
+        ephemeral = range(int(bounds[0]), int(bounds[1]) + 1)
+    taken: dict[tuple[str, int], str] = {}
+    listeners = [(hosts["client"].address, console_port, "console.port"), (api_host, api_port, "console.api_port")]
+    for role, host in hosts.items():
+        for service, port in host.services().items():
+            field_name = f"esb_ports.{service[4:]}" if service.startswith("esb ") else f"{service}_port"
+            listeners.append((host.address, port, f"hosts.{role}.{field_name}"))
+    for address, port, where in listeners:
+        if ephemeral and port in ephemeral:
+            raise EsbperfError(f"{path}: {where} {port} lies in sysctl.net.ipv4.ip_local_port_range "
+                               f"{ephemeral.start}-{ephemeral.stop - 1}, where outgoing connections may take it first")
+        if (address, port) in taken:
+            raise EsbperfError(f"{path}: {where}: {address}:{port} is already taken by {taken[(address, port)]}")
+        taken[(address, port)] = where
+
+
+def _targets(path: Path, data: dict, testbed: Testbed) -> dict[str, Target]:
+    backends = {ws: testbed.echo_url(ws) for ws in BACKENDS}
+    raw = data.get("targets") or {"direct": {"kind": "direct"}}
+    if not isinstance(raw, dict):
+        raise EsbperfError(f"{path}: 'targets' must map names to {{kind: direct}} or {{kind: esb, esb: NAME}}")
+    targets = {}
+    for name, t in raw.items():
+        kind = t.get("kind") if isinstance(t, dict) else None
+        if kind == "direct":
+            targets[name] = Target(name, "direct", None, None, backends)
+        elif kind == "esb":
+            esb = t.get("esb", name)
+            targets[name] = Target(name, "esb", esb, testbed.esb_url(esb), backends)
+        else:
+            raise EsbperfError(f"{path}: targets.{name}.kind must be 'direct' or 'esb', got {kind!r}")
+    return targets
+
+
+def load(name_or_path: str | Path | None = None, default: str = "local") -> Testbed:
+    path = resolve(name_or_path, default)
+    data = load_yaml(path)
+    unknown = [k for k in data if k not in TOP_FIELDS]
+    if unknown:
+        raise EsbperfError(f"{path}: unknown field '{unknown[0]}' (allowed: {', '.join(TOP_FIELDS)})")
+    emulated = data.get("emulated", False)
+    if not isinstance(emulated, bool):
+        raise EsbperfError(f"{path}: emulated must be true or false, got {emulated!r}")
+    hosts = _hosts(path, data, emulated)
 
     console = data.get("console") or {}
     if not isinstance(console, dict):
@@ -168,26 +351,30 @@ def load(name_or_path: str | Path | None = None) -> Testbed:
         ipaddress.ip_address(api_host)
     except ValueError:
         raise EsbperfError(f"{path}: console.api_host must be an IP address, got {api_host!r}") from None
+    console_port = _port(path, "console.port", console.get("port", 6372))
+    api_port = _port(path, "console.api_port", console.get("api_port", 6373))
+    sysctl = _sysctl(path, data, emulated)
+
+    prefix = _prefix(path, data)
+    bridge = None
+    if emulated:
+        bridge = _bridge(path, data, prefix)
+        _check_emulated(path, hosts, bridge, api_host)
+        for role, host in hosts.items():
+            if host.ssh:
+                raise EsbperfError(f"{path}: hosts.{role}.ssh is only for real hosts, not emulated ones")
+    else:
+        for key in ("prefix", "bridge"):
+            if key in data:
+                raise EsbperfError(f"{path}: {key} is only for emulated testbeds (emulated: true)")
+    _check_ports(path, hosts, console_port, api_host, api_port, sysctl)
 
     testbed = Testbed(
         name=str(data.get("name", path.stem)), path=path, hosts=hosts,
-        console_port=_int(path, "console.port", console.get("port", 6372)),
-        api_host=api_host,
-        api_port=_int(path, "console.api_port", console.get("api_port", 6373)),
-        targets={}, emulated=bool(data.get("emulated", False)),
-        extra={k: v for k, v in data.items() if k not in ("name", "console", "hosts", "targets", "emulated")},
+        console_port=console_port, api_host=api_host, api_port=api_port,
+        targets={}, emulated=emulated,
+        extra={k: v for k, v in data.items() if k in ("prefix", "bridge", "sysctl")},
+        prefix=prefix, bridge=bridge, sysctl=sysctl,
     )
-    backends = {ws: testbed.echo_url(ws) for ws in BACKENDS}
-    targets = data.get("targets") or {"direct": {"kind": "direct"}}
-    if not isinstance(targets, dict):
-        raise EsbperfError(f"{path}: 'targets' must map names to {{kind: direct}} or {{kind: esb, esb: NAME}}")
-    for name, t in targets.items():
-        kind = (t or {}).get("kind")
-        if kind == "direct":
-            testbed.targets[name] = Target(name, "direct", None, None, backends)
-        elif kind == "esb":
-            esb = t.get("esb", name)
-            testbed.targets[name] = Target(name, "esb", esb, testbed.esb_url(esb), backends)
-        else:
-            raise EsbperfError(f"{path}: targets.{name}.kind must be 'direct' or 'esb', got {kind!r}")
+    testbed.targets = _targets(path, data, testbed)
     return testbed
