@@ -12,7 +12,8 @@ import polars as pl
 from esbperf.analysis.results import Run
 from esbperf.errors import EsbperfError
 
-IGNORED_PLAN_KEYS = {"target"}
+# Not settings: where the plan file was read from, its prose, and the target being compared.
+IGNORED_PLAN_KEYS = {"target", "source", "description"}
 RATIO_FIGURES = ("tps", "rt_mean_ms", "rt_p99_ms", "esb_cpu_mean")
 STEP_KEYS = ["scenario", "payload_bytes", "users"]
 

@@ -1,7 +1,9 @@
-"""Results folders as the sweep runner writes them: a run (`run.json`) and its steps.
+"""Results folders as the sweep runner writes them (esbperf/results.py): a run (`run.json`) and
+its steps.
 
 Steps are found by their `step.json`, never by folder names. A step still being written lives in
-a folder whose name starts with `.tmp-`; such folders are counted and skipped."""
+a folder whose name starts with `.tmp-`, an interrupted one is set aside as `.aborted-…`; both
+are counted and skipped, as is anything else under a hidden folder (e.g. a report being written)."""
 from __future__ import annotations
 
 import json
@@ -10,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from esbperf.errors import EsbperfError
+from esbperf.plan import size_label
 
-UNFINISHED_PREFIX = ".tmp-"
+UNFINISHED_PREFIXES = (".tmp-", ".aborted-")
 BASELINE_TARGET = "direct"
 # step.json fields the analysis cannot do without, and their types.
 REQUIRED_STEP_FIELDS = {"scenario": str, "target": str, "payload_bytes": int, "users": int,
@@ -31,7 +34,7 @@ class Step:
 
     @property
     def payload_label(self) -> str:
-        return self.meta.get("payload_label") or payload_label(self.meta["payload_bytes"])
+        return self.meta.get("payload_label") or size_label(self.meta["payload_bytes"])
 
     def link_mbit(self, role: str) -> float | None:
         host = (self.meta.get("hosts") or {}).get(role) or {}
@@ -44,7 +47,7 @@ class Run:
     dir: Path
     info: dict[str, Any]                    # run.json
     steps: list[Step]
-    unfinished_steps: int                   # `.tmp-` folders skipped
+    unfinished_steps: int                   # `.tmp-` and `.aborted-` folders skipped
     name: str = ""                          # unique among the runs analysed together
     label: str = ""                         # what graphs and tables call it
     plan_name: str = ""
@@ -55,12 +58,15 @@ class Run:
     def is_baseline(self) -> bool:
         return self.target == BASELINE_TARGET
 
+    @property
+    def testbed(self) -> str:
+        testbed = self.info.get("testbed")
+        return str(testbed.get("name") if isinstance(testbed, dict) else testbed or "")
 
-def payload_label(size: int) -> str:
-    for unit, factor in (("MB", 1 << 20), ("KB", 1 << 10)):
-        if size >= factor and size % (factor // 2) == 0:
-            return f"{size / factor:g}{unit}"
-    return f"{size}B"
+    @property
+    def finished(self) -> bool:
+        """False while the runner is still at it (or was stopped): run.json's `finished` is empty."""
+        return "finished" not in self.info or bool(self.info["finished"])
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -85,6 +91,11 @@ def _check_step(path: Path, meta: dict[str, Any]) -> None:
                            f"warmup_end_ms {meta['warmup_end_ms']})")
 
 
+def _name_of(value: Any) -> str:
+    """run.json names things either directly or as a dict with a `name` (target, testbed)."""
+    return str(value.get("name") or "") if isinstance(value, dict) else str(value or "")
+
+
 def _plan_of(info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """run.json's plan name and plan, whether the plan is given as a dict or by name."""
     plan = info.get("plan")
@@ -101,10 +112,10 @@ def load_run(path: Path) -> Run:
     if not (path / "run.json").exists():
         raise EsbperfError(f"{path}: not a run folder (no run.json)")
     info = _read_json(path / "run.json")
-    unfinished = sum(1 for p in path.rglob(UNFINISHED_PREFIX + "*") if p.is_dir())
+    unfinished = sum(1 for p in path.rglob(".*") if p.is_dir() and p.name.startswith(UNFINISHED_PREFIXES))
     steps, seen = [], {}
     for step_file in sorted(path.glob("**/step.json")):
-        if any(part.startswith(UNFINISHED_PREFIX) for part in step_file.relative_to(path).parts):
+        if any(part.startswith(".") for part in step_file.relative_to(path).parts):
             continue
         meta = _read_json(step_file)
         _check_step(step_file, meta)
@@ -115,12 +126,12 @@ def load_run(path: Path) -> Run:
         seen[step.key] = step.dir.relative_to(path)
         steps.append(step)
     if not steps:
-        detail = f" ({unfinished} unfinished step folder(s) {UNFINISHED_PREFIX}*)" if unfinished else ""
+        detail = f" ({unfinished} unfinished or aborted step folder(s))" if unfinished else ""
         raise EsbperfError(f"{path}: no finished step in this run (no step.json){detail}; "
                            "was the run stopped before its first step ended?")
     plan_name, plan = _plan_of(info)
     targets = sorted({s.meta["target"] for s in steps})
-    target = str(info.get("target") or "/".join(targets))
+    target = _name_of(info.get("target")) or "/".join(targets)
     return Run(path, info, steps, unfinished, name=path.name, plan_name=plan_name or
                str(steps[0].meta.get("plan") or ""), plan=plan, target=target)
 

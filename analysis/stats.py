@@ -11,11 +11,10 @@ import polars as pl
 from esbperf.analysis.datalog import LogStats, data_logs, log_stats
 from esbperf.analysis.monitor import HostStats, host_stats, monitor_file
 from esbperf.analysis.results import Run, Step
+from esbperf.monitor import THRESHOLD_PERCENT
 
 ROLES = ("esb", "ws1", "ws2", "ws3", "client")
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}
-# A host whose CPU (mean over the window) or link sits at or above this is a bottleneck.
-BOTTLENECK_PERCENT = 90.0
 KEYS = ["run", "scenario", "target", "payload_bytes", "payload_label", "users"]
 
 
@@ -47,16 +46,19 @@ def describe(histogram: list[tuple[int, int]]) -> dict[str, float | None]:
 
 
 def bottlenecks(step: Step, hosts: dict[str, HostStats]) -> list[str]:
-    """The runner's verdicts (step.json) and ours from the monitor samples, as 'role:resource'."""
+    """The runner's verdicts (step.json), and ours from the monitor files' means over the window
+    with the monitor's threshold and names (for steps the runner did not judge), as 'role:resource'."""
     found = []
     for b in step.meta.get("bottlenecks") or []:
         if isinstance(b, dict) and b.get("role") and b.get("resource"):
             found.append(f"{b['role']}:{b['resource']}")
     for role, h in hosts.items():
-        if h.cpu_mean is not None and h.cpu_mean >= BOTTLENECK_PERCENT:
+        if h.cpu_mean is not None and h.cpu_mean > THRESHOLD_PERCENT:
             found.append(f"{role}:cpu")
-        if h.link_percent is not None and h.link_percent >= BOTTLENECK_PERCENT:
-            found.append(f"{role}:network")
+        link = step.link_mbit(role)
+        for direction, mbit in (("rx", h.rx_mbit), ("tx", h.tx_mbit)):
+            if link and mbit is not None and 100 * mbit / link > THRESHOLD_PERCENT:
+                found.append(f"{role}:link-{direction}")
     return sorted(set(found))
 
 
@@ -85,6 +87,10 @@ def step_row(run: Run, step: Step, logs: LogStats, hosts: dict[str, HostStats]) 
         row.update({f"{role}_cpu_mean": h.cpu_mean, f"{role}_cpu_max": h.cpu_max,
                     f"{role}_rx_mbit": h.rx_mbit, f"{role}_tx_mbit": h.tx_mbit,
                     f"{role}_link_percent": h.link_percent, f"{role}_gap_s": h.gap_ms / 1000.0})
+    # The console's own count of the measurement: a check that every worker's data log is here.
+    console = m.get("console") if isinstance(m.get("console"), dict) else {}
+    totals = dict(zip(console.get("columns") or [], console.get("totals") or []))
+    row["console_tests"], row["console_errors"] = totals.get("Tests"), totals.get("Errors")
     row["monitor_missing"] = ";".join(r for r in ROLES if r not in hosts)
     row["monitor_malformed_lines"] = sum(h.malformed_lines for h in hosts.values())
     verdicts = bottlenecks(step, hosts)

@@ -11,10 +11,13 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+from esbperf.plan import size_label
+
 DATA_LOG_HEADER = ("Thread, Run, Test, Start time (ms since Epoch), Test time, Errors, "
                    "HTTP status, Request bytes, Response bytes")
-THESIS_PAYLOADS = {"1KB": 1024, "50KB": 50 * 1024, "100KB": 100 * 1024, "500KB": 500 * 1024, "1MB": 1024 * 1024}
+THESIS_PAYLOADS = {size_label(b): b for b in (1024, 50 * 1024, 100 * 1024, 500 * 1024, 1024 * 1024)}
 THESIS_USERS = (1, 20, 40, 80, 160, 320)
+ROLES = ("client", "esb", "ws1", "ws2", "ws3")
 BASE_MS = 1_795_239_161_376
 
 
@@ -24,14 +27,30 @@ def write_json(path: Path, data: dict) -> Path:
     return path
 
 
+def plan_dict(name: str = "thesis", **changes) -> dict:
+    """A plan as run.json holds it (esbperf.plan.Plan.to_dict)."""
+    plan = {"name": name, "description": "synthetic", "scenarios": ["proxy"],
+            "payloads": list(THESIS_PAYLOADS.values()), "users": list(THESIS_USERS), "duration_s": 300,
+            "warmup_s": 30, "iterations": 1, "keepalive": True, "timeout_s": 120, "max_threads_per_process": 100}
+    return {**plan, **changes}
+
+
 def write_run(run_dir: Path, target: str, plan_name: str = "thesis", plan: dict | None = None,
-              testbed: str = "emulated") -> Path:
-    plan = plan if plan is not None else {"name": plan_name, "duration_s": 300, "warmup_s": 30, "iterations": 1}
+              testbed: str = "emulated", finished: bool = True, link_mbit: float = 1000) -> Path:
+    """run.json in the runner's shape (esbperf/runner.py)."""
     return write_json(run_dir / "run.json", {
-        "os": "Linux 6.1 x86_64", "cpu": "synthetic 2 cores", "memory": "24 GiB", "java": "17.0.15",
-        "grinder": "3.11", "jython": "2.7.4", "git_revision": "0000000", "plan_name": plan_name,
-        "plan": plan, "target": target, "testbed": testbed,
-        "start": "2026-11-21T05:00:00Z", "end": "2026-11-21T06:00:00Z"}).parent
+        "plan": plan if plan is not None else plan_dict(plan_name),
+        "target": {"name": target, "kind": "direct" if target == "direct" else "esb",
+                   "esb": None if target == "direct" else target, "url": "http://198.18.0.20:8280", "backends": {}},
+        "testbed": {"name": testbed, "file": f"console-config/testbeds/{testbed}.yaml", "emulated": True},
+        "hosts": {role: {"address": "198.18.0.10", "link_mbit": link_mbit} for role in ROLES},
+        "agents": ["client-1"],
+        "environment": {"esbperf": "0.1.0", "os": "Linux-6.1-x86_64", "cpu": "synthetic", "cores": 2,
+                        "memory_bytes": 24 << 30, "python": "3.11.7", "java": "17.0.15",
+                        "git": {"commit": "0" * 40, "dirty": False}},
+        "versions": {"grinder": "3.11", "esb": None if target == "direct" else target},
+        "started": "2026-11-21T05:00:00+0000",
+        "finished": "2026-11-21T06:00:00+0000" if finished else None}).parent
 
 
 def step_dir(run_dir: Path, scenario: str, payload_label: str, users: int, iteration: int) -> Path:
@@ -42,13 +61,15 @@ def write_step(folder: Path, scenario: str, target: str, payload_bytes: int, pay
                users: int, iteration: int, start_ms: int = BASE_MS, warmup_s: int = 30,
                duration_s: int = 300, plan: str = "thesis", link_mbit: float | None = 1000,
                bottlenecks: list | None = None) -> Path:
-    hosts = {role: {"link_mbit": link_mbit} for role in ("esb", "ws1", "ws2", "ws3", "client")} if link_mbit else {}
+    """step.json in the runner's shape, and an empty logs/ folder."""
+    hosts = {role: {"address": "198.18.0.10", "link_mbit": link_mbit} for role in ROLES}
     write_json(folder / "step.json", {
         "scenario": scenario, "target": target, "payload_bytes": payload_bytes, "payload_label": payload_label,
-        "users": users, "processes": 1, "threads": users, "iteration": iteration, "plan": plan,
-        "start_ms": start_ms, "warmup_end_ms": start_ms + warmup_s * 1000,
-        "end_ms": start_ms + (warmup_s + duration_s) * 1000, "duration_s": duration_s, "warmup_s": warmup_s,
-        "keepalive": True, "versions": {}, "hosts": hosts, "bottlenecks": bottlenecks or [], "console": {}})
+        "users": users, "processes": 1, "threads": users, "agents": 1, "iteration": iteration, "plan": plan,
+        "duration_s": duration_s, "warmup_s": warmup_s, "keepalive": True, "timeout_s": 120,
+        "start_ms": start_ms, "first_report_ms": start_ms + 500, "warmup_end_ms": start_ms + warmup_s * 1000,
+        "end_ms": start_ms + (warmup_s + duration_s) * 1000, "versions": {"grinder": "3.11"}, "hosts": hosts,
+        "target_urls": {}, "bottlenecks": bottlenecks or [], "monitors": {}, "console": {}})
     (folder / "logs").mkdir(parents=True, exist_ok=True)
     return folder
 
@@ -105,9 +126,9 @@ def thesis_run(run_dir: Path, target: str, rows_per_step: int, files: int = 2, i
                scenario: str = "proxy", duration_s: int = 300, warmup_s: int = 30, seed: int = 1,
                esb_cpu: float = 40.0) -> Path:
     """A run of the thesis's two sweeps (payload at 1 user, users at 100 KB) with random logs."""
-    write_run(run_dir, target)
     steps = [(label, size, 1) for label, size in THESIS_PAYLOADS.items()]
     steps += [("100KB", THESIS_PAYLOADS["100KB"], u) for u in THESIS_USERS if u != 1]
+    write_run(run_dir, target, plan=plan_dict(duration_s=duration_s, warmup_s=warmup_s, iterations=iterations))
     roles = ["ws1", "ws2", "ws3", "client"] + ([] if target == "direct" else ["esb"])
     for k, (label, size, users) in enumerate(steps):
         for it in range(1, iterations + 1):

@@ -3,10 +3,19 @@ from __future__ import annotations
 
 import polars as pl
 
-from esbperf.analysis.results import BASELINE_TARGET, UNFINISHED_PREFIX, Run
+from esbperf.analysis.results import BASELINE_TARGET, Run
 from esbperf.analysis.stats import ROLES
 
 LISTED = 8   # steps named per warning; the rest are counted
+CONSOLE_TOLERANCE = 0.10   # data logs and the console's count may differ at the window's edges
+
+
+def _console_disagrees(row: dict) -> bool:
+    if row["console_tests"] is None:
+        return False
+    console = row["console_tests"] + (row["console_errors"] or 0)
+    logs = row["transactions"] + row["errors"]
+    return abs(logs - console) > max(10, CONSOLE_TOLERANCE * console)
 
 
 def _step_name(row: dict) -> str:
@@ -24,9 +33,9 @@ def validity_warnings(runs: list[Run], summary: pl.DataFrame) -> list[str]:
     if not any(r.is_baseline for r in runs):
         out.append(f"No no-ESB baseline: no run has target '{BASELINE_TARGET}', so the ESB curves stand "
                    "alone. Run the same plan against the direct target and report both runs together.")
-    if len({str(r.info.get("testbed")) for r in runs}) > 1:
+    if len({r.testbed for r in runs}) > 1:
         out.append("The runs were made on different testbeds ("
-                   + ", ".join(f"{r.name}: {r.info.get('testbed')}" for r in runs) + ").")
+                   + ", ".join(f"{r.name}: {r.testbed or '?'}" for r in runs) + ").")
     rows = summary.to_dicts()
     flagged = [r for r in rows if r["bottleneck"]]
     if flagged:
@@ -47,6 +56,12 @@ def validity_warnings(runs: list[Run], summary: pl.DataFrame) -> list[str]:
         total = sum(r["malformed_lines"] for r in broken)
         out.append(f"{total} malformed or cut-short data log line(s) skipped in {len(broken)} step(s): "
                    + _listing(broken, lambda r: f"{r['malformed_lines']} lines in {r['step_dir']}/logs"))
+    disagree = [r for r in rows if _console_disagrees(r)]
+    if disagree:
+        out.append(f"{len(disagree)} step(s) whose data logs and the console's statistics disagree by more than "
+                   f"{CONSOLE_TOLERANCE:.0%} (a worker's data log may be missing, e.g. an agent on another "
+                   "machine): " + _listing(disagree, lambda r: f"logs {r['transactions'] + r['errors']}, console "
+                                                                 f"{r['console_tests'] + (r['console_errors'] or 0)}"))
     bad_monitor = [r for r in rows if r["monitor_malformed_lines"]]
     if bad_monitor:
         out.append(f"Malformed monitor lines skipped in {len(bad_monitor)} step(s): "
@@ -58,9 +73,12 @@ def validity_warnings(runs: list[Run], summary: pl.DataFrame) -> list[str]:
                    + _listing(gaps, lambda r: ", ".join(f"{role} {r[f'{role}_gap_s']:.1f} s"
                                                         for role in ROLES if r[f"{role}_gap_s"])))
     for run in runs:
+        if not run.finished:
+            out.append(f"{run.name}: the run has not finished (run.json has no end time): it is still "
+                       "going or was stopped; only its finished steps are shown.")
         if run.unfinished_steps:
-            out.append(f"{run.name}: {run.unfinished_steps} unfinished step folder(s) ({UNFINISHED_PREFIX}*) "
-                       "skipped; the run was interrupted or is still going.")
+            out.append(f"{run.name}: {run.unfinished_steps} unfinished or aborted step folder(s) "
+                       "(.tmp-*, .aborted-*) skipped.")
         mine = [r for r in rows if r["run"] == run.name]
         expected = [role for role in ROLES if not (role == "esb" and run.is_baseline)]
         never = [role for role in expected if all(role in r["monitor_missing"].split(";") for r in mine)]

@@ -275,16 +275,46 @@ def test_summary_columns_are_documented(run_dir: Path):
     assert {"tps", "tps_ci95", "iterations", "rt_p99_9_ms"} <= set(aggregate.columns)
 
 
-def test_unfinished_steps_and_missing_baseline_are_reported(run_dir: Path):
-    (run_dir / "proxy" / "1KB" / "20" / ".tmp-iter-1" / "logs").mkdir(parents=True)
-    unfinished = run_dir / "proxy" / "1KB" / "20" / ".tmp-iter-1" / "step.json"
-    unfinished.write_text("{not json yet")   # being written: must not be read
-    analysis = analyse([run_dir])
-    assert len(analysis.summary) == 1 and analysis.runs[0].unfinished_steps == 1
+def test_unfinished_steps_and_missing_baseline_are_reported(tmp_path: Path):
+    run = synthetic.write_run(tmp_path / "camel-run", "camel", finished=False)
+    exact_step(run)
+    (run / "proxy" / "1KB" / "20" / ".tmp-iter-1" / "logs").mkdir(parents=True)
+    (run / "proxy" / "1KB" / "20" / ".tmp-iter-1" / "step.json").write_text("{not json yet")  # being written
+    # A step the runner set aside (its final folder existed): whole, but not part of the run.
+    aborted = exact_step(run, users=40)
+    aborted.rename(aborted.with_name(".aborted-iter-1-20261121-050000"))
+    analysis = analyse([run])
+    assert len(analysis.summary) == 1 and analysis.runs[0].unfinished_steps == 2
     text = " ".join(analysis.warnings)
-    assert "1 unfinished step folder(s)" in text
+    assert "2 unfinished or aborted step folder(s)" in text
+    assert "the run has not finished" in text
     assert "No no-ESB baseline" in text
     assert "failed transactions" in text
+
+
+def test_bottlenecks_from_the_runner_and_from_the_monitor_files(tmp_path: Path):
+    run = synthetic.write_run(tmp_path / "r", "camel")
+    quiet, busy_cpu, busy_link = (exact_step(run, users=u) for u in (1, 20, 40))
+    for folder, cpu, mbit in ((quiet, 80.0, 800.0), (busy_cpu, 86.0, 10.0), (busy_link, 50.0, 900.0)):
+        synthetic.write_monitor(folder, "esb", T0, WARMUP_END, END, cpu_percent=cpu, rx_mbit=mbit, tx_mbit=1.0)
+    meta = json.loads((quiet / "step.json").read_text())
+    meta["bottlenecks"] = [{"role": "ws1", "resource": "cpu", "max_percent": 99.0}]   # the runner's verdict
+    (quiet / "step.json").write_text(json.dumps(meta))
+    verdicts = {r["users"]: r["bottlenecks"] for r in analyse([run]).summary.to_dicts()}
+    assert verdicts == {1: "ws1:cpu", 20: "esb:cpu", 40: "esb:link-rx"}
+
+
+def test_data_logs_are_checked_against_the_console_count(tmp_path: Path):
+    run = synthetic.write_run(tmp_path / "r", "camel")
+    for users, console_tests in ((1, 1030), (20, 2000)):     # 1002 rows in each step's logs
+        folder = exact_step(run, users=users)
+        meta = json.loads((folder / "step.json").read_text())
+        meta["console"] = {"columns": ["Tests", "Errors", "TPS"], "totals": [console_tests, 2, 103.0]}
+        (folder / "step.json").write_text(json.dumps(meta))
+    analysis = analyse([run])
+    assert analysis.summary["console_tests"].to_list() == [1030, 2000]
+    [warning] = [w for w in analysis.warnings if "console" in w]
+    assert warning.startswith("1 step(s)") and "20u" in warning and "logs 1002, console 2002" in warning
 
 
 def test_compare_writes_ratios_against_the_first_run(tmp_path: Path):
@@ -317,15 +347,14 @@ def assert_refused(result: subprocess.CompletedProcess, pattern: str) -> None:
 def test_cli_refuses_bad_input_clearly(tmp_path: Path, run_dir: Path):
     empty = synthetic.write_run(tmp_path / "empty-run", "camel")
     (empty / "proxy" / "1KB" / "1" / ".tmp-iter-1").mkdir(parents=True)
-    assert_refused(esbperf("report", str(empty)), r"no finished step.*1 unfinished")
+    assert_refused(esbperf("report", str(empty)), r"no finished step.*1 unfinished or aborted")
     assert_refused(esbperf("report", str(tmp_path / "nowhere")), "no such run folder")
     assert_refused(esbperf("compare", str(run_dir)), "at least two runs")
 
     other = synthetic.write_run(tmp_path / "other-plan", "direct", plan_name="public-rounds")
     exact_step(other, target="direct", plan="public-rounds")
     assert_refused(esbperf("compare", str(other), str(run_dir)), "different plans.*'public-rounds'.*'thesis'")
-    changed = synthetic.write_run(tmp_path / "changed", "direct",
-                                  plan={"name": "thesis", "duration_s": 60, "warmup_s": 30, "iterations": 1})
+    changed = synthetic.write_run(tmp_path / "changed", "direct", plan=synthetic.plan_dict(duration_s=60))
     exact_step(changed, target="direct")
     assert_refused(esbperf("compare", str(changed), str(run_dir)), r"different settings \(duration_s: 60 vs 300\)")
 
