@@ -4,6 +4,7 @@ import com.sun.net.httpserver.Filter;
 import com.sun.net.httpserver.HttpContext;
 import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
+import com.sun.xml.ws.api.streaming.XMLStreamReaderFactory;
 import com.sun.xml.ws.spi.ProviderImpl;
 import jakarta.xml.ws.Endpoint;
 import jakarta.xml.ws.soap.SOAPBinding;
@@ -37,6 +38,7 @@ final class RiRuntime implements EchoRuntime {
         ExecutorService pool = Executors.newFixedThreadPool(options.threads(), namedThreads());
         server.setExecutor(pool);
         Filter limits = new Limits(options);
+        XMLStreamReaderFactory.set(new NoDtdReaderFactory(XMLStreamReaderFactory.get()));
 
         HttpContext soap = server.createContext("/echo");
         soap.getFilters().add(limits);
