@@ -1,0 +1,247 @@
+"""The ESBs under test, end to end: real Camel and Synapse JVMs (esbperf.esb.start_esb) in front
+of three real echo back ends, checked with `esbperf verify`'s own code, then pushed to the
+failure cases of the contract: dead and silent back ends, XXE payloads, where they listen."""
+from __future__ import annotations
+
+import http.client
+import http.server
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import uuid
+
+import pytest
+import yaml
+
+from esbperf import esb, procs, topology, verify
+from esbperf.echo import start_echo
+from esbperf.errors import EsbperfError
+
+pytestmark = pytest.mark.slow
+
+HOST = "127.0.0.1"
+ECHO_PORTS = {"ws1": 19181, "ws2": 19182, "ws3": 19183}
+ESB_PORTS = {"camel": 19280, "synapse": 19290}
+FAILING_ESB_PORTS = {"camel": 19281, "synapse": 19291}   # instances whose ws2/ws3 are broken
+DEAD_PORT, SILENT_PORT, DTD_PORT = 19197, 19198, 19199
+SHORT_TIMEOUT_S = 3
+SOAP_ENV = "http://schemas.xmlsoap.org/soap/envelope/"
+THESIS_NS = "http://ws.webservice.korsdrag.datanizze.se/"
+STOCKS_NS = "http://services.samples/xsd"
+
+
+def post(port: int, path: str, body: bytes, headers: dict[str, str] | None = None,
+         timeout: float = 30) -> tuple[int, dict[str, str], bytes]:
+    connection = http.client.HTTPConnection(HOST, port, timeout=timeout)
+    try:
+        connection.request("POST", path, body, {"Content-Type": "text/xml; charset=UTF-8",
+                                                "SOAPAction": '"test"', **(headers or {})})
+        response = connection.getresponse()
+        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+    finally:
+        connection.close()
+
+
+def thesis(id_: int, message: str, prolog: str = "") -> bytes:
+    return (f'{prolog}<soapenv:Envelope xmlns:soapenv="{SOAP_ENV}" xmlns:ws="{THESIS_NS}"><soapenv:Body>'
+            f"<ws:echoMessage><id>{id_}</id><message>{message}</message></ws:echoMessage>"
+            "</soapenv:Body></soapenv:Envelope>").encode()
+
+
+def stocks(symbol: str, prolog: str = "") -> bytes:
+    return (f'{prolog}<soapenv:Envelope xmlns:soapenv="{SOAP_ENV}"><soapenv:Body><m:buyStocks xmlns:m="{STOCKS_NS}">'
+            f"<order><symbol>{symbol}</symbol><buyerID>b1</buyerID><price>1.5</price><volume>3</volume></order>"
+            "</m:buyStocks></soapenv:Body></soapenv:Envelope>").encode()
+
+
+@pytest.fixture(scope="module")
+def backends(tmp_path_factory):
+    """ws1, ws2, ws3: real JAX-WS echo services."""
+    work = tmp_path_factory.mktemp("esb-echoes")
+    started = []
+    try:
+        for ws, port in ECHO_PORTS.items():
+            started.append(start_echo(ws, HOST, port, workdir=work / ws))
+        yield {ws: f"http://{HOST}:{port}" for ws, port in ECHO_PORTS.items()}
+    finally:
+        for process in reversed(started):
+            process.stop()
+
+
+@pytest.fixture(scope="module")
+def silent_backend():
+    """A back end that accepts connections and never answers."""
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind((HOST, SILENT_PORT))
+    server.listen(512)
+    accepted, stop = [], threading.Event()
+
+    def accept():
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"http://{HOST}:{SILENT_PORT}"
+    stop.set()
+    thread.join()
+    for c in accepted:
+        c.close()
+    server.close()
+
+
+@pytest.fixture(scope="module", params=sorted(ESB_PORTS))
+def esb_name(request):
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def running(esb_name, backends, tmp_path_factory):
+    """The ESB on its test port with the three real back ends."""
+    process = esb.start_esb(esb_name, HOST, ESB_PORTS[esb_name], backends,
+                            workdir=tmp_path_factory.mktemp(f"{esb_name}-esb"))
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
+def failing(esb_name, backends, silent_backend, tmp_path_factory):
+    """The ESB with a short back-end timeout: ws2 is a port where nothing listens, ws3 never answers."""
+    assert not procs.port_open(HOST, DEAD_PORT)
+    process = esb.start_esb(esb_name, HOST, FAILING_ESB_PORTS[esb_name],
+                            {"ws1": backends["ws1"], "ws2": f"http://{HOST}:{DEAD_PORT}", "ws3": silent_backend},
+                            workdir=tmp_path_factory.mktemp(f"{esb_name}-failing"),
+                            backend_timeout_s=SHORT_TIMEOUT_S)
+    yield FAILING_ESB_PORTS[esb_name]
+    process.stop()
+
+
+def test_verify_passes_on_every_scenario(esb_name, running, tmp_path):
+    testbed_file = tmp_path / "esb-tests.yaml"
+    testbed_file.write_text(yaml.safe_dump({
+        "name": "esb-tests",
+        "hosts": {"client": {"address": HOST}, "esb": {"address": HOST, "esb_ports": ESB_PORTS},
+                  **{ws: {"address": HOST, "echo_port": port} for ws, port in ECHO_PORTS.items()}},
+        "targets": {name: {"kind": "esb", "esb": name} for name in ESB_PORTS},
+    }))
+    testbed = topology.load(testbed_file)
+    for size in (1024, 100 * 1024):
+        outcomes = verify.verify_target(testbed, esb_name, size=size, timeout=30)
+        assert {o.scenario for o in outcomes} == set(verify.scenarios.names())
+        failed = [f"{o.scenario} {o.backend}: {o.detail}" for o in outcomes if not o.ok]
+        assert not failed, f"{esb_name} at {size} bytes"
+
+
+def test_routing_errors_are_error_answers(esb_name, running):
+    port = ESB_PORTS[esb_name]
+    status, _, body = post(port, "/cbr/echo", thesis(7, "no such back end"))
+    assert status == 500 and b"Fault" in body
+    for headers in ({}, {"X-Route-To": "ws9"}):
+        status, _, _ = post(port, "/hbr/echo", thesis(1, "x"), headers)
+        assert status == 400
+
+
+def test_dead_and_silent_back_ends_give_errors_within_the_timeout(esb_name, failing):
+    for attempt in range(2):   # the second try is as quick: a failure is not remembered
+        started = time.monotonic()
+        status, headers, _ = post(failing, "/hbr/echo", thesis(2, "x"), {"X-Route-To": "ws2"})
+        assert status == 502 and time.monotonic() - started < SHORT_TIMEOUT_S
+        assert "x-echo-backend" not in headers
+    for path, body, route in (("/hbr/echo", thesis(3, "x"), "ws3"), ("/cbr/raw", stocks("SUN"), None)):
+        started = time.monotonic()
+        status, _, _ = post(failing, path, body, {"X-Route-To": route} if route else {})
+        elapsed = time.monotonic() - started
+        assert status == 504
+        assert SHORT_TIMEOUT_S - 0.5 < elapsed < SHORT_TIMEOUT_S + 2.5, f"{path} answered after {elapsed:.1f} s"
+    # ws1 is fine, and still reachable through the same instance
+    status, headers, _ = post(failing, "/proxy/echo", thesis(1, "still here"))
+    assert status == 200 and headers.get("x-echo-backend") == "ws1"
+
+
+class _DtdServer(http.server.BaseHTTPRequestHandler):
+    requests: list[str] = []
+    entity = ""
+
+    def do_GET(self):
+        type(self).requests.append(self.path)
+        body = self.entity.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/xml-dtd")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def dtd_server(tmp_path):
+    """A local HTTP server offering a DTD that would read a secret file; records every fetch."""
+    secret = f"secret-{uuid.uuid4().hex}"
+    secret_file = tmp_path / "secret.txt"
+    secret_file.write_text(secret)
+    _DtdServer.requests = []
+    _DtdServer.entity = f'<!ENTITY xxe SYSTEM "{secret_file.as_uri()}">'
+    class Server(http.server.ThreadingHTTPServer):
+        allow_reuse_address = False   # a stale listener on the port would take some fetches
+
+    server = Server((HOST, DTD_PORT), _DtdServer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield secret, secret_file.as_uri(), f"http://{HOST}:{DTD_PORT}/evil.dtd"
+    server.shutdown()
+    server.server_close()
+
+
+def test_xxe_reads_nothing_through_cbr_and_xslt(esb_name, running, dtd_server):
+    secret, secret_uri, dtd_url = dtd_server
+    prologs = [
+        f'<?xml version="1.0"?><!DOCTYPE soapenv:Envelope [<!ENTITY xxe SYSTEM "{secret_uri}">]>',
+        f'<?xml version="1.0"?><!DOCTYPE soapenv:Envelope SYSTEM "{dtd_url}">',
+        f'<?xml version="1.0"?><!DOCTYPE soapenv:Envelope [<!ENTITY % remote SYSTEM "{dtd_url}"> %remote;]>',
+    ]
+    port = ESB_PORTS[esb_name]
+    for prolog in prologs:
+        for path, body in (("/cbr/echo", thesis(1, "&xxe;", prolog)), ("/cbr/raw", stocks("&xxe;", prolog)),
+                           ("/transform/xslt", stocks("&xxe;", prolog))):
+            status, _, answer = post(port, path, body)
+            assert secret.encode() not in answer, f"{path} leaked the file with {prolog}"
+            if path.startswith("/cbr"):
+                assert status >= 400, f"{path} routed a request with a DTD"
+    assert _DtdServer.requests == [], "a DTD was fetched"
+
+
+def test_listens_only_where_told(esb_name, running):
+    port = ESB_PORTS[esb_name]
+    assert procs.port_open(HOST, port)
+    # Every address of 127/8 reaches this host: only a bind to all interfaces answers here.
+    assert not procs.port_open("127.0.0.2", port)
+    if shutil.which("ss"):
+        listening = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True).stdout
+        ours = [line.split()[3] for line in listening.splitlines() if f"pid={running.pid}," in line]
+        # e.g. [::ffff:127.0.0.1]:19290 (a Java socket bound to an IPv4 address)
+        bound = {address.rsplit(":", 1)[0].strip("[]").removeprefix("::ffff:") + ":" + address.rsplit(":", 1)[1]
+                 for address in ours}
+        assert bound == {f"{HOST}:{port}"}, ours
+
+
+def test_bad_input_is_refused_in_one_line(backends):
+    with pytest.raises(EsbperfError, match="known: camel, synapse"):
+        esb.esb_process("mule", HOST, 19289, backends)
+    with pytest.raises(EsbperfError, match="ws3"):
+        esb.esb_process("camel", HOST, 19289, {"ws1": backends["ws1"], "ws2": backends["ws2"]})
+    with pytest.raises(EsbperfError, match="http://HOST:PORT"):
+        esb.esb_process("camel", HOST, 19289, {**backends, "ws1": "ftp://x"})
+    with pytest.raises(EsbperfError, match="in use"):
+        with socket.socket() as taken:
+            taken.bind((HOST, 19289))
+            taken.listen(1)
+            esb.esb_process("synapse", HOST, 19289, backends)
