@@ -1,0 +1,128 @@
+"""The no-ESB baseline across the emulated link: how close to the link's limit does a 100 KB
+echo get, and where does the CPU take over once the limit is gone.
+
+wrk in the client's namespace POSTs bodies of --size-kb to the raw echo (`esbperf echo`, /raw)
+in ws1's namespace, which sends each body back. Each body crosses ws1's and the client's
+links once in each direction; the links are full duplex, so the link-limited rate is
+link bytes per second / body bytes. The same run follows with the rate limits removed.
+
+Run as root from the checkout, with the emulated testbed down (after `esbperf build`):
+    .venv/bin/python console-config/testbeds/bench_link.py [--seconds 10] [--connections 16]
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from esbperf import procs, testbed, topology
+from esbperf.echo import wsdl_answers
+from esbperf.errors import EsbperfError
+
+WARMUP_S = 5          # the echo's JIT settles before each measured run
+
+
+def cpu_busy() -> tuple[int, int]:
+    """(busy, total) jiffies of the whole machine, from /proc/stat."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, sum(fields)
+
+
+# wrk's own summary rounds the bytes read; its done() hook gives them exactly.
+WRK_SCRIPT = """
+wrk.method = "POST"
+wrk.body = string.rep("x", {body})
+wrk.headers["Content-Type"] = "application/octet-stream"
+function done(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format("RESULT %d %d %d %d %d\\n", summary.requests, summary.bytes, summary.duration,
+                         e.status, e.connect + e.read + e.write + e.timeout))
+end
+"""
+
+
+def wrk(tb: topology.Testbed, url: str, script: Path, seconds: int, connections: int) -> dict:
+    before = cpu_busy()
+    argv = tb.command("client", ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "-s", str(script), url])
+    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    after = cpu_busy()
+    result = re.search(r"^RESULT (\d+) (\d+) (\d+) (\d+) (\d+)$", out, re.MULTILINE)
+    if not result:
+        raise EsbperfError(f"unexpected wrk output:\n{out}")
+    requests, read, micros, bad, errors = map(int, result.groups())
+    return {"tps": requests / (micros / 1e6), "requests": requests, "read_bytes": read,
+            "non_2xx": bad, "socket_errors": errors, "cpu_busy": (after[0] - before[0]) / (after[1] - before[1])}
+
+
+def measure(tb, url, script, args, label, link_mbit, body) -> dict:
+    wrk(tb, url, script, WARMUP_S, args.connections)
+    r = wrk(tb, url, script, args.seconds, args.connections)
+    per_answer = r["read_bytes"] / max(r["requests"], 1)
+    if r["non_2xx"] or r["socket_errors"] or per_answer < body:
+        raise EsbperfError(f"{label}: the echo did not answer every request in full "
+                           f"({r['non_2xx']} non-2xx, {r['socket_errors']} socket errors, "
+                           f"{per_answer:.0f} bytes per answer for {body}-byte bodies)")
+    r["label"], r["link_mbit"] = label, link_mbit
+    r["ceiling"] = link_mbit * 1e6 / 8 / body if link_mbit else None
+    r["mbit_each_way"] = r["tps"] * per_answer * 8 / 1e6
+    return r
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--testbed", default="emulated", help="an emulated testbed (default: emulated)")
+    parser.add_argument("--seconds", type=int, default=10, help="measured seconds per run")
+    parser.add_argument("--connections", type=int, default=16, help="wrk connections (concurrent users)")
+    parser.add_argument("--size-kb", type=int, default=100, help="body size in KiB")
+    parser.add_argument("--runtime", default="jaxws", choices=["jaxws", "cxf"], help="the echo's runtime")
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        raise EsbperfError("wrk is not installed (Debian: apt-get install wrk)")
+    tb = topology.load(args.testbed, default="emulated")
+    if testbed.status(tb)["state"] != "down":
+        raise EsbperfError(f"testbed {tb.name} is already up (a demo running?); bring it down first")
+    body = args.size_kb * 1024
+    ws1 = tb.hosts["ws1"]
+    url = f"{ws1.url(ws1.echo_port)}/raw"
+    unlimited = dataclasses.replace(tb, hosts={r: dataclasses.replace(h, link_mbit=None) for r, h in tb.hosts.items()})
+    results = []
+    with tempfile.TemporaryDirectory() as tmp, testbed.emulated(tb):
+        script = Path(tmp) / "post.lua"
+        script.write_text(WRK_SCRIPT.format(body=body))
+        echo = procs.Process("echo ws1", tb.command("ws1", [
+            sys.executable, "-m", "esbperf", "echo", "--id", "ws1", "--runtime", args.runtime,
+            "--listen", f"{ws1.address}:{ws1.echo_port}"]), Path(tmp) / "echo.log").start()
+        try:
+            echo.wait_until(lambda: wsdl_answers(ws1.address, ws1.echo_port), 90, "its WSDL answering")
+            link = min(tb.hosts["client"].link_mbit or 0, ws1.link_mbit or 0) or None
+            results.append(measure(tb, url, script, args, "rate-limited", link, body))
+            testbed.up(unlimited)                   # same testbed, qdiscs removed
+            results.append(measure(tb, url, script, args, "unlimited", None, body))
+        finally:
+            echo.stop()
+    print(f"raw echo ({args.runtime}) of {args.size_kb} KiB bodies, client -> ws1, wrk -t2 -c{args.connections}, "
+          f"{args.seconds} s after {WARMUP_S} s warm-up")
+    print(f"{'run':13} {'link Mbit/s':>11} {'TPS':>8} {'link-limited TPS':>17} {'ratio':>6} "
+          f"{'Mbit/s each way':>16} {'machine CPU busy':>17}")
+    for r in results:
+        ceiling = f"{r['ceiling']:.0f}" if r["ceiling"] else "-"
+        ratio = f"{r['tps'] / r['ceiling']:.2f}" if r["ceiling"] else "-"
+        print(f"{r['label']:13} {r['link_mbit'] or 'none':>11} {r['tps']:8.0f} {ceiling:>17} {ratio:>6} "
+              f"{r['mbit_each_way']:16.0f} {r['cpu_busy']:17.0%}")
+    limited, free = results
+    print(f"unlimited / rate-limited TPS: {free['tps'] / limited['tps']:.2f}")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except EsbperfError as e:
+        print(f"bench_link: error: {e}", file=sys.stderr)
+        sys.exit(2)
