@@ -23,6 +23,7 @@ import polars as pl  # noqa: E402
 
 from esbperf.analysis.results import BASELINE_TARGET  # noqa: E402
 from esbperf.analysis.stats import ROLES, percentile  # noqa: E402
+from esbperf.monitor import THRESHOLD_PERCENT  # noqa: E402
 
 THESIS_CONCURRENCY_PAYLOAD = 100 * 1024
 # Percentiles of the percentile plot, drawn on a "number of nines" axis.
@@ -62,6 +63,7 @@ class Graph:
     panels: list[Panel]
     xscale: str = "linear"
     xticks: list[tuple[float, str]] = field(default_factory=list)
+    ymax: float | None = None          # fixed top of the y axis (percent scales)
     scenario: str = ""
     files: dict[str, Path] = field(default_factory=dict)   # filled by draw()
 
@@ -142,9 +144,11 @@ def scenario_graphs(agg: pl.DataFrame, scenario: str, labels: dict[tuple[str, st
         graphs.append(Graph(f"{stem}-response-time-vs-{sweep_name}", f"{scenario}: mean response time {vs}",
                             ylabel="mean response time (ms)",
                             panels=[Panel("", _series(sweep, x, "rt_mean_ms", labels, div))], **common))
-        cpu_panels = [Panel(role, _series(sweep, x, f"{role}_cpu_mean", labels, div)) for role in ROLES]
+        cpu_panels = [Panel(role, _series(sweep, x, f"{role}_cpu_mean", labels, div), limit=THRESHOLD_PERCENT,
+                            limit_label="bottleneck threshold") for role in ROLES]
         graphs.append(Graph(f"{stem}-cpu-vs-{sweep_name}", f"{scenario}: CPU per host {vs} (mean over the window)",
-                            ylabel="CPU (% of all cores)", panels=[p for p in cpu_panels if p.series], **common))
+                            ylabel="CPU (% of all cores)", panels=[p for p in cpu_panels if p.series], ymax=100,
+                            **common))
         net_panels = [Panel(role, _series(sweep, x, f"{role}_rx_mbit", labels, div, " rx")
                             + _series(sweep, x, f"{role}_tx_mbit", labels, div, " tx", "--"),
                             limit=links.get(role), limit_label="link capacity") for role in ROLES]
@@ -239,10 +243,13 @@ def draw(graph: Graph, out_dir: Path, colors: dict[str, str] | None = None) -> d
             ax.minorticks_off()
         ax.set_xlabel(graph.xlabel)
         ax.grid(True, alpha=0.3)
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(bottom=0, top=graph.ymax)
     axes[0].set_ylabel(graph.ylabel)
     axes[-1].legend(fontsize="small")
     out_dir.mkdir(parents=True, exist_ok=True)
+    # Lay the figure out once, not once per format: the layout is a third of the drawing time.
+    fig.get_layout_engine().execute(fig)
+    fig.set_layout_engine("none")
     files = {}
     for fmt in ("png", "svg"):
         files[fmt] = out_dir / f"{graph.name}.{fmt}"

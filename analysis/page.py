@@ -87,7 +87,8 @@ def _runs_section(analysis: "Analysis") -> str:
 
 def _plan_section(analysis: "Analysis") -> str:
     run = analysis.runs[0]
-    body = yaml.safe_dump(run.plan, sort_keys=False, allow_unicode=True) if run.plan else "(run.json holds no plan settings)"
+    body = (yaml.safe_dump(run.plan, sort_keys=False, allow_unicode=True) if run.plan
+            else "(run.json holds no plan settings)")
     return (f"<h2 id=\"plan\">Plan: {escape(run.plan_name or '(unnamed)')}</h2>"
             f"<pre>{escape(body)}</pre>")
 
@@ -110,7 +111,8 @@ def _scenario_table(analysis: "Analysis", scenario: str) -> str:
                      fmt(r["iterations"]), with_ci(r["tps"], r["tps_ci95"]),
                      with_ci(r["rt_mean_ms"], r["rt_mean_ms_ci95"], 2),
                      *(fmt(r[f"rt_{p}_ms"]) for p in ("p50", "p90", "p99", "p99_9")),
-                     fmt(r["errors"]), with_ci(r["esb_cpu_mean"], r["esb_cpu_mean_ci95"]),
+                     fmt(r["errors"], 0 if r["errors"] == int(r["errors"]) else 1),
+                     with_ci(r["esb_cpu_mean"], r["esb_cpu_mean_ci95"]),
                      escape(r["bottlenecks"]) or "no"])
         classes.append("bottleneck" if r["bottleneck"] else "")
     return table(headers, rows, 3, classes, text_last=True)

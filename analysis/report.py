@@ -108,7 +108,10 @@ def build_report(run_dirs: list[Path], out: Path | None = None,
     out = Path(out) if out is not None else default_out_dir(run_dirs, kind)
     _check_out_dir(out)   # again: the folder may have appeared while we analysed
     partial = out.parent / f".partial-{out.name}-{os.getpid()}"
-    partial.mkdir(parents=True)
+    try:
+        partial.mkdir(parents=True)
+    except OSError as e:
+        raise EsbperfError(f"cannot write a report next to {out}: {e.strerror}; choose another --out") from None
     try:
         analysis.summary.write_csv(partial / "summary.csv", float_precision=CSV_DECIMALS)
         analysis.aggregate.write_csv(partial / "aggregate.csv", float_precision=CSV_DECIMALS)
@@ -118,7 +121,10 @@ def build_report(run_dirs: list[Path], out: Path | None = None,
         (partial / "report.html").write_text(render(analysis, kind, partial), encoding="utf-8")
         if out.exists():
             out.rmdir()          # an empty folder the user named; rename cannot replace it otherwise
-        partial.rename(out)
+        partial.rename(out)      # fails, rather than replaces, if a report appeared there meanwhile
+    except OSError as e:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise EsbperfError(f"could not write the report to {out}: {e.strerror or e}") from None
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise

@@ -24,6 +24,7 @@ from esbperf.analysis.graphs import nines
 from esbperf.analysis.monitor import host_stats
 from esbperf.analysis.report import analyse, build_report, write_report
 from esbperf.analysis.stats import describe, mean_ci, percentile, t_quantile
+from esbperf.cli import main as cli_main
 from esbperf.errors import EsbperfError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -228,6 +229,7 @@ def test_graphs_hold_the_expected_series(tmp_path: Path):
 
     cpu = {p.title: p for p in graphs["proxy-cpu-vs-users"].panels}
     assert "esb" in cpu and [s.label for s in cpu["esb"].series] == ["camel"]   # no ESB in the baseline
+    assert cpu["esb"].limit == 85.0 and graphs["proxy-cpu-vs-users"].ymax == 100
     net = {p.title: p for p in graphs["proxy-network-vs-users"].panels}
     assert {s.label for s in net["ws1"].series} == {"direct rx", "direct tx", "camel rx", "camel tx"}
     assert net["ws1"].limit == 1000
@@ -332,43 +334,46 @@ def test_compare_writes_ratios_against_the_first_run(tmp_path: Path):
 
 # --- bad input through the CLI: one line, exit status 2 -----------------------------------------
 
-def esbperf(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "esbperf", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=120)
+def esbperf(*args: str) -> subprocess.CompletedProcess:
+    """The installed command, as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "esbperf", *args], capture_output=True, text=True, timeout=120)
 
 
-def assert_refused(result: subprocess.CompletedProcess, pattern: str) -> None:
-    assert result.returncode == 2, result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("esbperf: error: "), result.stderr
-    assert re.search(pattern, lines[0]), lines[0]
+def test_cli_refuses_bad_input_clearly(tmp_path: Path, run_dir: Path, capsys):
+    def assert_refused(args: tuple[str, ...], pattern: str) -> None:
+        # The CLI's own entry point, in this process (the subprocess start costs seconds each).
+        with pytest.raises(SystemExit) as exit_:
+            cli_main(list(args))
+        stderr = capsys.readouterr().err
+        assert exit_.value.code == 2, stderr
+        lines = stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("esbperf: error: "), stderr
+        assert re.search(pattern, lines[0]), lines[0]
 
-
-def test_cli_refuses_bad_input_clearly(tmp_path: Path, run_dir: Path):
     empty = synthetic.write_run(tmp_path / "empty-run", "camel")
     (empty / "proxy" / "1KB" / "1" / ".tmp-iter-1").mkdir(parents=True)
-    assert_refused(esbperf("report", str(empty)), r"no finished step.*1 unfinished or aborted")
-    assert_refused(esbperf("report", str(tmp_path / "nowhere")), "no such run folder")
-    assert_refused(esbperf("compare", str(run_dir)), "at least two runs")
+    assert_refused(("report", str(empty)), r"no finished step.*1 unfinished or aborted")
+    assert_refused(("report", str(tmp_path / "nowhere")), "no such run folder")
+    assert_refused(("compare", str(run_dir)), "at least two runs")
 
     other = synthetic.write_run(tmp_path / "other-plan", "direct", plan_name="public-rounds")
     exact_step(other, target="direct", plan="public-rounds")
-    assert_refused(esbperf("compare", str(other), str(run_dir)), "different plans.*'public-rounds'.*'thesis'")
+    assert_refused(("compare", str(other), str(run_dir)), "different plans.*'public-rounds'.*'thesis'")
     changed = synthetic.write_run(tmp_path / "changed", "direct", plan=synthetic.plan_dict(duration_s=60))
     exact_step(changed, target="direct")
-    assert_refused(esbperf("compare", str(changed), str(run_dir)), r"different settings \(duration_s: 60 vs 300\)")
+    assert_refused(("compare", str(changed), str(run_dir)), r"different settings \(duration_s: 60 vs 300\)")
 
     mixed = synthetic.write_run(tmp_path / "mixed", "camel")
     exact_step(mixed)
     exact_step(mixed, users=20, plan="other")
-    assert_refused(esbperf("report", str(mixed)), "mixed plans in one run")
+    assert_refused(("report", str(mixed)), "mixed plans in one run")
 
     broken = synthetic.write_run(tmp_path / "broken", "camel")
     step = exact_step(broken)
     (step / "step.json").write_text(json.dumps({"scenario": "proxy"}))
-    assert_refused(esbperf("report", str(broken)), r"step.json: field 'target' must be str")
+    assert_refused(("report", str(broken)), r"step.json: field 'target' must be str")
 
-    assert_refused(esbperf("report", str(run_dir), "--out", str(run_dir)), "not empty")
+    assert_refused(("report", str(run_dir), "--out", str(run_dir)), "not empty")
 
 
 def test_cli_report_prints_where_it_wrote(run_dir: Path):
@@ -398,7 +403,8 @@ document.body.appendChild(frame);
 </script></body></html>"""
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (make test installs it: apt-get install chromium)")
+@pytest.mark.skipif(CHROMIUM is None,
+                    reason="chromium is not installed (make test installs it: apt-get install chromium)")
 def test_report_opens_in_headless_chromium(tmp_path: Path):
     direct, camel = thesis_pair(tmp_path, iterations=2)
     out = write_report([direct, camel], out=tmp_path / "cmp", compare=True)
