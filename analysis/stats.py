@@ -80,6 +80,7 @@ def step_row(run: Run, step: Step, logs: LogStats, hosts: dict[str, HostStats]) 
         "request_bytes_per_s": None if logs.request_bytes is None else logs.request_bytes / window_s,
         "response_bytes_per_s": None if logs.response_bytes is None else logs.response_bytes / window_s,
         "log_files": logs.files, "malformed_lines": logs.malformed_lines,
+        "malformed_by_file": ";".join(f"{f}:{n}" for f, n in sorted(logs.malformed_by_file.items())),
         "warmup_rows": logs.warmup_rows, "late_rows": logs.late_rows,
     }
     for role in ROLES:

@@ -55,7 +55,8 @@ def validity_warnings(runs: list[Run], summary: pl.DataFrame) -> list[str]:
     if broken:
         total = sum(r["malformed_lines"] for r in broken)
         out.append(f"{total} malformed or cut-short data log line(s) skipped in {len(broken)} step(s): "
-                   + _listing(broken, lambda r: f"{r['malformed_lines']} lines in {r['step_dir']}/logs"))
+                   + _listing(broken, lambda r: f"{r['step_dir']}/logs: "
+                                                + ", ".join(r["malformed_by_file"].split(";"))))
     disagree = [r for r in rows if _console_disagrees(r)]
     if disagree:
         out.append(f"{len(disagree)} step(s) whose data logs and the console's statistics disagree by more than "

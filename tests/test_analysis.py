@@ -119,6 +119,17 @@ def test_corrupted_lines_are_counted_and_skipped(tmp_path: Path):
     assert stats.response_bytes == 4 * 1100
 
 
+def test_skipped_lines_are_reported_per_file(run_dir: Path):
+    log = next((run_dir / "proxy").rglob("client-1-data.log"))
+    with open(log, "ab") as f:
+        f.write(b"garbage\n0, 0, 1, 17952")
+    analysis = analyse([run_dir])
+    row = analysis.summary.to_dicts()[0]
+    assert (row["malformed_lines"], row["malformed_by_file"], row["transactions"]) == (2, "client-1-data.log:2", 1000)
+    assert any("2 malformed or cut-short data log line(s) skipped in 1 step(s)" in w
+               and "client-1-data.log:2" in w for w in analysis.warnings)
+
+
 def test_logs_without_the_custom_columns(tmp_path: Path):
     header = "Thread, Run, Test, Start time (ms since Epoch), Test time, Errors"
     log = data_log(tmp_path / "logs" / "old-0-data.log",
