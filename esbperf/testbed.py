@@ -4,6 +4,7 @@ testbed (emulated or a real LAN) before a run, and print what to start on each h
 Python API (each takes a Testbed, a testbed name or a file):
     up(testbed) / down(testbed) -> list of what changed;  status(testbed) -> dict;
     with emulated(testbed): ...   # up for the block, down afterwards whatever happens
+    check(testbed, target=None) -> (reports, failures, warnings)   # any testbed, no root needed
 """
 from __future__ import annotations
 
@@ -42,6 +43,21 @@ def status(testbed: Testbed | str | Path | None = None) -> dict[str, Any]:
 def emulated(testbed: Testbed | str | Path | None = None) -> Iterator[Testbed]:
     with testbed_netns.emulated(_testbed(testbed)) as tb:
         yield tb
+
+
+def check(testbed: Testbed | str | Path, target: str | None = None, roles: list[str] | None = None,
+          timeout: float = 3.0, max_skew_ms: float = 100.0
+          ) -> tuple[list[testbed_check.HostReport], list[str], list[str]]:
+    """The preflight of any testbed: (per-host reports, failures, warnings). `target`: probe
+    only that target's ESB port (direct: none); default every ESB port."""
+    tb = testbed if isinstance(testbed, Testbed) else topology.load(testbed)
+    esbs = None
+    if target:
+        esb = tb.target(target).esb
+        esbs = {esb} if esb else set()
+    reports = testbed_check.check(tb, esbs, roles, timeout)
+    failures, warnings = testbed_check.problems(tb, reports, max_skew_ms)
+    return reports, failures, warnings
 
 
 def _option(default: str):
@@ -128,11 +144,7 @@ def check_command(testbed_name: str, target_name: str | None, roles: tuple[str, 
                   max_skew_ms: float) -> None:
     """Preflight: reachability of every service, clock skew, versions and OS tuning of every host."""
     tb = topology.load(testbed_name)
-    esbs = None
-    if target_name:
-        target = tb.target(target_name)
-        esbs = {target.esb} if target.esb else set()
-    reports = testbed_check.check(tb, esbs, list(roles), timeout)
+    reports, failures, warnings = check(tb, target_name, list(roles), timeout, max_skew_ms)
     click.echo(f"testbed {tb.name} ({tb.path})")
     for r in reports:
         skew = "clock: unknown" if r.skew_ms is None else f"clock {r.skew_ms:+.1f} ms ± {r.skew_error_ms:.1f}"
@@ -146,7 +158,6 @@ def check_command(testbed_name: str, target_name: str | None, roles: tuple[str, 
             tuning = [f"nofile {r.facts.get('nofile', '?')}"]
             tuning += [f"{k} {r.facts.get('sysctl.' + k) or '?'}" for k in tb.sysctl]
             click.echo(f"    tuning: {'; '.join(tuning)}")
-    failures, warnings = testbed_check.problems(tb, reports, max_skew_ms)
     for w in warnings:
         click.echo(f"warning: {w}")
     if failures:

@@ -182,7 +182,9 @@ def _up_bridge(testbed: Testbed, links: dict[str, dict], made: list[list[str]]) 
                                "run `esbperf testbed down` with the file it was brought up with")
         _run(["ip", "addr", "add", want, "dev", bridge.name])
         done.append(f"gave {bridge.name} address {want}")
-    _run(["ip", "link", "set", bridge.name, "up"])
+    if "UP" not in links.get(bridge.name, {}).get("flags", []):
+        _run(["ip", "link", "set", bridge.name, "up"])
+        done.append(f"set {bridge.name} up")
     return done
 
 

@@ -299,7 +299,8 @@ def test_up_twice_then_down_leaves_exactly_what_was_there(tmp_path):
         before = snapshot()
         assert ours(before, "esbu-") == ["esbu-keep"]
         made = tbapi.up(tb)
-        assert "created bridge esbu-br0" in made and "created namespace esbu-ws1" in made
+        assert made[:3] == ["created bridge esbu-br0", "gave esbu-br0 address 198.18.202.1/24", "set esbu-br0 up"]
+        assert "created namespace esbu-ws1" in made
         during = snapshot()
         for role in topology.ROLES:
             assert f"esbu-{role}" in during["links"] and f"esbu-{role}" in during["netns"]
@@ -348,11 +349,16 @@ def test_up_repairs_what_drifted(tmp_path):
         subprocess.run(["ip", "link", "set", "esbu-br0", "down"], check=True)
         assert tbapi.status(tb)["state"] == "partial"
         assert tbapi.status(tb)["hosts"]["ws2"]["shaped_ok"] is False
-        assert tbapi.up(tb) == ["limited esbu-ws2 to 1000 Mbit/s"]
+        assert tbapi.up(tb) == ["set esbu-br0 up", "limited esbu-ws2 to 1000 Mbit/s"]
         assert tbapi.status(tb)["state"] == "up"
         # A changed rate in the file is applied to the running testbed.
         faster = topology.load(write(tmp_path / "t2.yaml", emulated_data("esbu-", 202, ws1={"link_mbit": 500})))
         assert tbapi.up(faster) == ["limited eth0 in esbu-ws1 to 500 Mbit/s", "limited esbu-ws1 to 500 Mbit/s"]
+        # Other addresses under the same names: refused, not silently re-addressed.
+        moved = topology.load(write(tmp_path / "t3.yaml", emulated_data("esbu-", 203)))
+        with pytest.raises(EsbperfError, match=r"bridge esbu-br0 has address 198.18.202.1/24, .*t3.yaml says "
+                                               r"198.18.203.1/24; run `esbperf testbed down`"):
+            tbapi.up(moved)
     finally:
         tbapi.down(tb)
     assert ours(snapshot(), "esbu-") == []
