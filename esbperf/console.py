@@ -166,6 +166,27 @@ class ControlClient:
                                    "see the agents' logs")
             time.sleep(0.1)
 
+    def running_workers(self) -> set[str]:
+        return {w["id"] for a in self.agents() for w in a.get("workers", [])
+                if w["state"] in ("STARTED", "RUNNING")}
+
+    def start_workers_and_wait(self, properties: dict[str, Any], count: int, timeout: float = 60) -> set[str]:
+        """Start workers on every agent and return the ids of the `count` new ones.
+
+        An agent drops a start signal that reaches it while it is still winding down from a
+        stop (Grinder discards pending starts after its workers end), so the signal is sent
+        again when no new worker shows up within a few seconds; an agent whose workers are
+        already running ignores the repeat."""
+        before = self.worker_ids()
+        deadline = time.monotonic() + timeout
+        while True:
+            self.start_workers(properties)
+            try:
+                return self.wait_workers_started(before, count, min(3.0, max(0.1, deadline - time.monotonic())))
+            except EsbperfError:
+                if time.monotonic() >= deadline:
+                    raise
+
     def wait_workers_finished(self, workers: set[str], timeout: float) -> bool:
         """Wait until none of `workers` is running (finished, or gone); False on timeout."""
         deadline = time.monotonic() + timeout

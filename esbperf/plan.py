@@ -98,11 +98,11 @@ class Plan:
         return self.warmup_s + self.duration_s
 
     def processes_threads(self, users: int, agents: int = 1) -> tuple[int, int]:
-        """Worker processes and threads per agent for `users` concurrent users over `agents`."""
-        if users % agents:
-            raise EsbperfError(f"{users} users cannot be split evenly over {agents} agents; "
-                               "change the plan's users or the number of agents")
-        per_agent = users // agents
+        """Worker processes and threads per agent for `users` concurrent users over `agents`.
+
+        Every agent gets the same start signal, so each runs processes x threads >= its share;
+        when users do not divide evenly, the threads beyond `users` stop at once (scenario.py)."""
+        per_agent = math.ceil(users / agents)
         processes = math.ceil(per_agent / self.max_threads_per_process)
         while per_agent % processes:
             processes += 1
@@ -115,7 +115,12 @@ class Plan:
 
     @classmethod
     def from_dict(cls, data: dict, source: str) -> "Plan":
-        return _validate(dict(data), source)
+        """A plan as recorded in run.json (to_dict), validated again."""
+        data = dict(data)
+        original = data.pop("source", "")
+        plan = _validate(data, source)
+        plan.source = original or source
+        return plan
 
 
 def resolve(name_or_path: str | Path) -> Path:

@@ -87,6 +87,7 @@ def step_properties(run: Run, step: plans.Step, processes: int, threads: int, lo
         # A safety net only: the runner stops the workers at the end of the measurement.
         "grinder.duration": int((plan.step_seconds() + 60) * 1000),
         "grinder.logDirectory": str(log_dir),
+        "esbperf.users": step.users,
         "esbperf.scenario": step.scenario,
         "esbperf.target.kind": target.kind,
         "esbperf.payload.bytes": step.payload_bytes,
@@ -130,14 +131,18 @@ class StepRunner:
         run, plan, client = self.run, self.run.plan, self.client
         tmp = results.begin_step(run.dir, step)
         processes, threads = plan.processes_threads(step.users, self.agents)
-        client.stop_workers()
+        # Workers left by an interrupted run (or anyone else) must be gone before we start.
+        leftovers = client.running_workers()
+        if leftovers:
+            client.stop_workers()
+            if not client.wait_workers_finished(leftovers, 30):
+                raise EsbperfError("workers from an earlier start are still running 30 s after a stop signal")
         client.recording("stop")
         client.recording("reset")
-        before = client.worker_ids()
-        start_ms = now_ms()
-        client.start_workers(step_properties(run, step, processes, threads, tmp / "logs"))
         client.recording("start")
-        workers = client.wait_workers_started(before, processes * self.agents, timeout=60)
+        start_ms = now_ms()
+        workers = client.start_workers_and_wait(step_properties(run, step, processes, threads, tmp / "logs"),
+                                                processes * self.agents)
         stopped = False
         try:
             # Warm-up: from the start signal (worker start-up included), but with at least a

@@ -9,6 +9,8 @@ test, against an ESB or the direct baseline. The runner sets the step through pr
   esbperf.payload.bytes   request size
   esbperf.keepalive       true: one connection per thread and server; false: one per request
   esbperf.timeout.ms      connect and read timeout
+  esbperf.users           concurrent users of the step over all agents; every agent runs the
+                          same processes x threads, and threads beyond the users stop at once
 
 Only the HTTP exchange is timed; the answer is checked afterwards and a wrong answer (status,
 content or back end) marks the transaction failed, so it counts as an error, never as TPS.
@@ -27,6 +29,9 @@ TARGET_KIND = properties.getProperty("esbperf.target.kind", "direct")
 PAYLOAD_BYTES = properties.getInt("esbperf.payload.bytes", 1024)
 KEEPALIVE = properties.getBoolean("esbperf.keepalive", True)
 TIMEOUT_MS = properties.getInt("esbperf.timeout.ms", 120000)
+USERS = properties.getInt("esbperf.users", 0)   # 0: every thread is a user
+PROCESSES = properties.getInt("grinder.processes", 1)
+THREADS = properties.getInt("grinder.threads", 1)
 ERRORS_LOGGED = 10   # per worker thread: enough to see why, not enough to flood the log
 
 if TARGET_KIND == "esb":
@@ -56,9 +61,16 @@ def exchange(client, i):
 TEST.record(exchange)
 
 
+def user_index():
+    """This thread's place among all threads of all agents and processes of the step."""
+    process = grinder.processNumber - grinder.firstProcessNumber
+    return (max(grinder.agentNumber, 0) * PROCESSES + process) * THREADS + grinder.threadNumber
+
+
 class TestRunner:
     def __init__(self):
         grinder.statistics.delayReports = 1   # so the check can still fail the transaction
+        self.active = USERS <= 0 or user_index() < USERS
         self.clients = {}
         for url in set(URLS.values()):
             if not url:
@@ -67,6 +79,8 @@ class TestRunner:
         self.errors = 0
 
     def __call__(self):
+        if not self.active:
+            grinder.stopThisWorkerThread()
         i = grinder.runNumber % len(REQUESTS)
         request = REQUESTS[i]
         answer = exchange(self.clients[URLS[request.backend]], i)

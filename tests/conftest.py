@@ -1,0 +1,92 @@
+"""Shared fixtures: real echo back ends, a real Grinder console with two agents, and a testbed
+file pointing at them on this project's test ports (16xxx)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+HOST = "127.0.0.1"
+ECHO_PORTS = {"ws1": 16081, "ws2": 16082, "ws3": 16083}
+IMPOSTOR_PORT = 16089          # an echo that says it is ws9: any answer from it is a wrong one
+CONSOLE_PORT, API_PORT = 16372, 16373
+
+
+def write_testbed(path: Path, echo_ports: dict[str, int], console_port: int = CONSOLE_PORT,
+                  api_port: int = API_PORT, **extra) -> Path:
+    data = {
+        "name": path.stem,
+        "console": {"port": console_port, "api_host": HOST, "api_port": api_port},
+        "hosts": {
+            "client": {"address": HOST},
+            "esb": {"address": HOST, "esb_ports": {"camel": 16280, "synapse": 16290}},
+            **{ws: {"address": HOST, "echo_port": port} for ws, port in echo_ports.items()},
+        },
+        "targets": {"direct": {"kind": "direct"}, "camel": {"kind": "esb", "esb": "camel"},
+                    "synapse": {"kind": "esb", "esb": "synapse"}},
+        **extra,
+    }
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="session")
+def state_dir(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("esbperf-state")
+    os.environ["ESBPERF_STATE"] = str(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def echoes(state_dir):
+    """ws1, ws2, ws3 and an impostor (ws9), real JAX-WS echo services on loopback."""
+    from esbperf.echo import start_echo
+
+    started = {}
+    try:
+        for ws, port in ECHO_PORTS.items():
+            started[ws] = start_echo(ws, HOST, port, workdir=state_dir / ws)
+        started["ws9"] = start_echo("ws9", HOST, IMPOSTOR_PORT, workdir=state_dir / "ws9")
+        yield started
+    finally:
+        for p in started.values():
+            p.stop()
+
+
+@pytest.fixture(scope="session")
+def testbed_file(tmp_path_factory) -> Path:
+    return write_testbed(tmp_path_factory.mktemp("testbeds") / "tests.yaml", ECHO_PORTS)
+
+
+@pytest.fixture(scope="session")
+def grinder(state_dir, testbed_file):
+    """A console with its control API and two agents connected; yields the API client."""
+    from esbperf import agent, console, topology
+
+    testbed = topology.load(testbed_file)
+    console_process = console.start_console(testbed, workdir=state_dir / "console")
+    agents = agent.agent_processes(HOST, CONSOLE_PORT, count=2, host_id="test", workdir=state_dir / "agents")
+    try:
+        for a in agents:
+            a.start()
+        client = console.ControlClient(testbed.api_url, timeout=30)
+        client.wait_for_agents(2, 60)
+        client.distribute()
+        yield client
+    finally:
+        for a in agents:
+            a.stop()
+        console_process.stop()
+
+
+@pytest.fixture
+def lone_console(state_dir, tmp_path):
+    """A console with no agent, on its own ports: yields (testbed, process)."""
+    from esbperf import console, topology
+
+    testbed = topology.load(write_testbed(tmp_path / "lone.yaml", ECHO_PORTS, console_port=16472, api_port=16473))
+    process = console.start_console(testbed, workdir=tmp_path / "console")
+    yield testbed, process
+    process.stop()

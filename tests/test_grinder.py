@@ -1,0 +1,181 @@
+"""The Grinder foundation end to end: a real console with the esbperf control API, real agents
+and worker JVMs running Jython 2.7 scenario scripts against real echo services."""
+from __future__ import annotations
+
+import glob
+import json
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import ECHO_PORTS, HOST, IMPOSTOR_PORT, write_testbed
+from esbperf import agent, console, procs, topology
+from esbperf.console import ControlClient, statistics
+from esbperf.errors import EsbperfError
+
+pytestmark = pytest.mark.slow
+
+
+def direct_properties(ws1_port: int = ECHO_PORTS["ws1"], **overrides) -> dict:
+    properties = {
+        "grinder.processes": 1, "grinder.threads": 2, "grinder.runs": 0, "grinder.duration": 3000,
+        "esbperf.scenario": "proxy", "esbperf.target.kind": "direct", "esbperf.payload.bytes": 1024,
+        "esbperf.backend.ws1": f"http://{HOST}:{ws1_port}",
+        "esbperf.backend.ws2": f"http://{HOST}:{ECHO_PORTS['ws2']}",
+        "esbperf.backend.ws3": f"http://{HOST}:{ECHO_PORTS['ws3']}",
+    }
+    properties.update(overrides)
+    return properties
+
+
+def run_workers(client: ControlClient, properties: dict, log_dir: Path, expected_workers: int = 2) -> tuple[dict, set]:
+    """Start workers on every agent, wait for them to end, return the console's totals."""
+    client.recording("stop")
+    client.recording("reset")
+    client.recording("start")
+    workers = client.start_workers_and_wait({**properties, "grinder.logDirectory": str(log_dir)}, expected_workers)
+    assert client.wait_workers_finished(workers, 60)
+    time.sleep(1.5)   # the workers' last reports reach the console's next sample
+    return statistics(client.data()), workers
+
+
+def test_two_agents_run_workers_against_a_valid_target(grinder, echoes, tmp_path):
+    agents = grinder.agents()
+    assert sorted(a["name"] for a in agents) == ["test-1", "test-2"]
+    totals, workers = run_workers(grinder, direct_properties(), tmp_path)
+    assert len(workers) == 2, "one worker process per agent"
+    assert totals["Tests"] > 0 and totals["Errors"] == 0, totals
+    data_logs = sorted(Path(p).name for p in glob.glob(str(tmp_path / "*-data.log")))
+    assert [n.split("-")[1] for n in data_logs] == ["1", "2"], data_logs   # both agents worked
+    rows = sum(len(Path(p).read_text().splitlines()) - 1 for p in glob.glob(str(tmp_path / "*-data.log")))
+    assert rows == totals["Tests"], "the console counts exactly the transactions in the data logs"
+    header = (tmp_path / data_logs[0]).read_text().splitlines()[0]
+    assert header.endswith("Errors, HTTP status, Request bytes, Response bytes")
+
+
+def test_a_wrong_answer_is_an_error_not_a_transaction(grinder, echoes, tmp_path):
+    totals, _ = run_workers(grinder, direct_properties(ws1_port=IMPOSTOR_PORT), tmp_path)
+    # The console's "Tests" are successful transactions only: every answer came from ws9.
+    assert totals["Errors"] > 0 and totals["Tests"] == 0, totals
+    worker_log = next(p for p in glob.glob(str(tmp_path / "*.log")) if not p.endswith("-data.log"))
+    assert "answered by ws9, expected ws1" in Path(worker_log).read_text()
+
+
+def test_stop_workers_ends_a_duration_bound_run_early(grinder, echoes, tmp_path):
+    grinder.recording("reset")
+    workers = grinder.start_workers_and_wait(
+        {**direct_properties(**{"grinder.duration": 120000}), "grinder.logDirectory": str(tmp_path)}, 2)
+    time.sleep(2)
+    stopped_at = time.monotonic()
+    grinder.stop_workers()
+    assert grinder.wait_workers_finished(workers, 30)
+    assert time.monotonic() - stopped_at < 15, "stop-workers must end a 120 s run within seconds"
+
+
+def call(url: str, method: str = "GET", body: bytes | None = None) -> tuple[int, dict]:
+    request = urllib.request.Request(url, data=body, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_api_errors_are_json_messages_not_stack_traces(lone_console):
+    testbed, _ = lone_console
+    base = testbed.api_url
+    status, body = call(base + "/agents/start-workers", "POST", b'{"grinder.threads": ')
+    assert status == 400 and body["error"].startswith("request body is not valid JSON")
+    status, body = call(base + "/agents/start-workers", "POST", b'[1, 2]')
+    assert status == 400 and "JSON object of grinder properties" in body["error"]
+    status, body = call(base + "/agents/start-workers", "POST", b'{"grinder.threads": {"a": 1}}')
+    assert status == 400 and "grinder.threads" in body["error"]
+    status, body = call(base + "/no/such/thing")
+    assert status == 404 and body["error"] == "no such resource: /no/such/thing"
+    status, body = call(base + "/agents/start-workers")
+    assert status == 405
+    status, body = call(base + "/agents/start-workers", "POST", b'{"grinder.threads": 1}')
+    assert status == 409 and "no agent is connected" in body["error"] and "esbperf agent" in body["error"]
+    for text in (json.dumps(body),):
+        assert "Exception" not in text and "\tat " not in text
+    status, body = call(base + "/version")
+    assert status == 200 and body == "The Grinder 3.11"
+
+
+def listening_addresses(port: int) -> set[str]:
+    """Local addresses of sockets listening on `port`, from /proc/net/tcp{,6}."""
+    found = set()
+    for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, hex_port = local.split(":")
+            if state == "0A" and int(hex_port, 16) == port:   # 0A: LISTEN
+                found.add(address[-8:] if width == 32 and address.startswith("0000000000000000FFFF0000") else address)
+    return found
+
+
+def test_control_api_listens_on_loopback_only(lone_console):
+    testbed, _ = lone_console
+    # 0100007F is 127.0.0.1 as the kernel prints it; anything else (0.0.0.0, ::) would be wider.
+    assert listening_addresses(testbed.api_port) == {"0100007F"}
+    assert listening_addresses(testbed.console_port) == {"0100007F"}
+
+
+def test_a_port_in_use_is_a_one_line_error(lone_console):
+    testbed, _ = lone_console
+    with pytest.raises(EsbperfError, match=r"cannot listen on 127\.0\.0\.1:16472 for the console"):
+        console.console_process(testbed)
+
+
+def test_agents_reconnect_when_the_console_restarts(state_dir, echoes, tmp_path):
+    testbed = topology.load(write_testbed(tmp_path / "restart.yaml", ECHO_PORTS, console_port=16672, api_port=16673))
+    first = console.start_console(testbed, workdir=tmp_path / "c1")
+    [the_agent] = agent.agent_processes(HOST, 16672, 1, host_id="phoenix", workdir=tmp_path / "agents")
+    the_agent.start()
+    try:
+        client = ControlClient(testbed.api_url)
+        assert client.wait_for_agents(1, 30)[0]["name"] == "phoenix"
+        first.stop()
+        second = console.start_console(testbed, workdir=tmp_path / "c2")
+        try:
+            assert client.wait_for_agents(1, 30)[0]["name"] == "phoenix"
+            assert the_agent.alive()
+        finally:
+            second.stop()
+    finally:
+        the_agent.stop()
+        first.stop()
+
+
+def newer_jdk() -> str | None:
+    """A second JDK (Temurin 25 on this machine) to prove the patch beyond 17."""
+    for home in sorted(glob.glob("/usr/lib/jvm/*25*")) + sorted(glob.glob("/usr/lib/jvm/*21*")):
+        java = Path(home) / "bin" / "java"
+        if java.exists():
+            return str(java)
+    return None
+
+
+@pytest.mark.skipif(newer_jdk() is None, reason="no JDK 21/25 under /usr/lib/jvm besides the default one")
+def test_console_agent_and_workers_start_on_a_newer_jdk(state_dir, echoes, tmp_path, monkeypatch):
+    monkeypatch.setenv("ESBPERF_JAVA", newer_jdk())
+    testbed = topology.load(write_testbed(tmp_path / "jdk.yaml", ECHO_PORTS, console_port=16572, api_port=16573))
+    console_process = console.start_console(testbed, workdir=tmp_path / "console")
+    [the_agent] = agent.agent_processes(HOST, 16572, 1, host_id="newjdk", workdir=tmp_path / "agents")
+    the_agent.start()
+    try:
+        client = ControlClient(testbed.api_url, timeout=30)
+        client.wait_for_agents(1, 30)
+        client.distribute()
+        totals, _ = run_workers(client, direct_properties(), tmp_path / "logs", expected_workers=1)
+        assert totals["Tests"] > 0 and totals["Errors"] == 0
+        worker_log = next(p for p in glob.glob(str(tmp_path / "logs" / "*.log")) if not p.endswith("-data.log"))
+        version = Path(newer_jdk()).resolve().parent.parent.name
+        assert "incompatible version of Java" not in Path(worker_log).read_text()
+        assert "Jython 2.7.4" in Path(worker_log).read_text(), version
+    finally:
+        the_agent.stop()
+        console_process.stop()

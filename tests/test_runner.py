@@ -1,0 +1,216 @@
+"""The sweep runner: plans through the real console, agents and workers against real echo
+services, one results folder per step, resume after a kill, and its error messages."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ECHO_PORTS, IMPOSTOR_PORT, write_testbed
+from esbperf import plan as plans, results, runner, topology
+from esbperf.errors import EsbperfError
+
+
+def write_plan(path: Path, **fields) -> Path:
+    data = {"name": path.stem, "scenarios": ["proxy"], "payloads": ["1KB"], "users": [1],
+            "duration_s": 2, "warmup_s": 3, "timeout_s": 10}
+    data.update(fields)
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def totals(step_dir: Path) -> dict:
+    data = json.loads((step_dir / "console.json").read_text())
+    return dict(zip(data["columns"], data["totals"]))
+
+
+def data_rows(step_dir: Path) -> list[list[str]]:
+    rows = []
+    for log in (step_dir / "logs").glob("*-data.log"):
+        rows += [line.split(", ") for line in log.read_text().splitlines()[1:]]
+    return rows
+
+
+@pytest.mark.slow
+def test_smoke_plan_end_to_end_against_the_baseline(grinder, echoes, testbed_file, tmp_path):
+    the_plan = plans.load(write_plan(tmp_path / "mini.yaml", scenarios=["proxy", "cbr-raw"],
+                                     payloads=["1KB", "50KB"], users=[1, 3]))
+    run_dir = runner.start(the_plan, "direct", topology.load(testbed_file), tmp_path / "results")
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["finished"] and record["plan"]["name"] == "mini" and len(record["agents"]) == 2
+    assert record["environment"]["git"]["commit"]
+    for step in the_plan.steps():
+        folder = run_dir / step.relative_dir()
+        meta = json.loads((folder / "step.json").read_text())
+        assert (meta["scenario"], meta["payload_bytes"], meta["users"]) == (step.scenario, step.payload_bytes, step.users)
+        assert meta["start_ms"] < meta["warmup_end_ms"] < meta["end_ms"]
+        assert meta["versions"]["jython"] == "2.7.4" and meta["versions"]["grinder"] == "3.11"
+        t = totals(folder)
+        assert t["Tests"] > 0 and t["Errors"] == 0, (folder, t)
+        rows = data_rows(folder)
+        assert rows and all(r[5] == "0" and r[6] == "200" and int(r[7]) == step.payload_bytes for r in rows)
+        # `users` threads across both agents did the work, no more.
+        assert len({(log.name, r[0]) for log in (folder / "logs").glob("*-data.log")
+                    for r in [l.split(", ") for l in log.read_text().splitlines()[1:]]}) == step.users
+    assert not list(run_dir.rglob(".tmp-*"))
+
+
+@pytest.mark.slow
+def test_routing_to_the_wrong_back_end_shows_errors_not_tps(grinder, echoes, tmp_path):
+    # ws2's address leads to another service (ws9): a third of the routed requests get a wrong answer.
+    wrong = topology.load(write_testbed(tmp_path / "wrong.yaml", {**ECHO_PORTS, "ws2": IMPOSTOR_PORT}))
+    the_plan = plans.load(write_plan(tmp_path / "cbr.yaml", scenarios=["cbr"], users=[3]))
+    with pytest.raises(EsbperfError, match=r"fails verification: 1 of 3 checks.*answered by ws9, expected ws2"):
+        runner.start(the_plan, "direct", wrong, tmp_path / "refused")
+    run_dir = runner.start(the_plan, "direct", wrong, tmp_path / "results", verify=False)
+    t = totals(run_dir / the_plan.steps()[0].relative_dir())
+    assert t["Errors"] > 0 and t["Tests"] > 0
+    assert 0.25 < t["Errors"] / (t["Errors"] + t["Tests"]) < 0.42, t
+
+
+def run_cli(*args: str, env_dir: Path) -> subprocess.Popen:
+    env = dict(os.environ, ESBPERF_STATE=str(env_dir))
+    return subprocess.Popen([sys.executable, "-m", "esbperf", *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def fingerprint(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.slow
+def test_resume_after_a_kill_continues_and_loses_nothing(grinder, echoes, testbed_file, state_dir, tmp_path):
+    plan_file = write_plan(tmp_path / "three.yaml", payloads=["1KB", "2KB", "3KB"])
+    out = tmp_path / "results"
+    killed = run_cli("run", "--plan", str(plan_file), "--target", "direct", "--testbed", str(testbed_file),
+                     "--out", str(out), env_dir=state_dir)
+    first = lambda: next(iter(out.glob("*/proxy/1KB/1/iter-1/step.json")), None)
+    wait_for(first, 120, "the first step to finish")
+    run_dir = first().parents[4]
+    wait_for(lambda: list(run_dir.glob("proxy/2KB/1/.tmp-iter-1")), 30, "the second step to start")
+    os.killpg(killed.pid, signal.SIGKILL)
+    killed.wait(10)
+    kept = fingerprint(run_dir / "proxy/1KB/1/iter-1")
+
+    resumed = run_cli("run", "--resume", str(run_dir), env_dir=state_dir)
+    output, _ = resumed.communicate(timeout=180)
+    assert resumed.returncode == 0, output
+    assert "resuming" in output and "1 of 3 steps already finished" in output
+    assert fingerprint(run_dir / "proxy/1KB/1/iter-1") == kept, "a finished step must not change"
+    for size in ("1KB", "2KB", "3KB"):
+        assert totals(run_dir / f"proxy/{size}/1/iter-1")["Tests"] > 0
+    assert list(run_dir.glob("proxy/2KB/1/.aborted-iter-1-*")), "the interrupted step's data is kept aside"
+    assert json.loads((run_dir / "run.json").read_text())["finished"]
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_workers_and_keeps_finished_steps(grinder, echoes, testbed_file, state_dir, tmp_path):
+    plan_file = write_plan(tmp_path / "two.yaml", payloads=["1KB", "2KB"], duration_s=20)
+    out = tmp_path / "results"
+    process = run_cli("run", "--plan", str(plan_file), "--target", "direct", "--testbed", str(testbed_file),
+                      "--out", str(out), env_dir=state_dir)
+    wait_for(lambda: list(out.glob("*/proxy/1KB/1/.tmp-iter-1/logs/*-data.log")), 60, "the first step's workers")
+    time.sleep(1)
+    os.killpg(process.pid, signal.SIGINT)
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 130, output
+    assert "interrupted" in output and "--resume" in output
+    assert wait_for(lambda: not any(w["state"] in ("STARTED", "RUNNING")
+                                    for a in grinder.agents() for w in a["workers"]), 30, "workers to stop")
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"colour": "blue"}, "unknown field 'colour' (allowed: name, description, scenarios"),
+    ({"users": [1, -5]}, "users[1]: must be a positive integer, got -5"),
+    ({"payloads": ["abc"]}, "payloads[0]: 'abc' is not a size (e.g. 512B, 0.5KB, 100KB, 1MB)"),
+    ({"users": []}, "field 'users' must be a non-empty list"),
+    ({"scenarios": ["proxy", "teleport"]}, "scenarios[1]: unknown scenario 'teleport' (allowed: proxy, cbr"),
+    ({"duration_s": 0}, "field 'duration_s' must be seconds measured per step"),
+    ({"iterations": 1.5}, "field 'iterations' must be how many times the whole plan runs"),
+    ({"keepalive": "yes"}, "field 'keepalive' must be true or false"),
+])
+def test_invalid_plans_say_file_field_and_what_is_allowed(tmp_path, fields, message):
+    path = write_plan(tmp_path / "bad.yaml", **fields)
+    with pytest.raises(EsbperfError) as e:
+        plans.load(path)
+    assert str(e.value).startswith(str(path) + ": ")
+    assert message in str(e.value)
+
+
+def test_invalid_plan_on_the_command_line_is_one_line_and_exit_2(tmp_path):
+    path = write_plan(tmp_path / "bad.yaml", users=[0])
+    process = subprocess.run([sys.executable, "-m", "esbperf", "run", "--plan", str(path), "--target", "direct"],
+                             capture_output=True, text=True)
+    assert process.returncode == 2
+    assert process.stderr.strip() == f"esbperf: error: {path}: users[0]: must be a positive integer, got 0"
+
+
+def test_shipped_plans_are_the_thesis_and_public_rounds_sweeps():
+    payload = plans.load("thesis-payload")
+    assert (payload.users, payload.payloads, payload.duration_s) == ([1], [1024, 51200, 102400, 512000, 1048576], 300)
+    concurrency = plans.load("thesis-concurrency")
+    assert (concurrency.payloads, concurrency.users) == ([102400], [1, 20, 40, 80, 160, 320])
+    rounds = plans.load("public-rounds")
+    assert rounds.payloads == [512, 1024, 5120, 10240, 102400] and rounds.users[0] == 20 and rounds.users[-1] == 2560
+    assert plans.load("smoke").duration_s <= 10
+
+
+def test_users_map_to_processes_and_threads():
+    p = plans.load("public-rounds")
+    assert p.processes_threads(2560) == (10, 256)
+    assert p.processes_threads(20) == (1, 20)
+    assert p.processes_threads(1, agents=2) == (1, 1)      # the second agent's thread stops at once
+    assert p.processes_threads(7, agents=2) == (1, 4)
+
+
+def test_unknown_target_lists_the_known_ones(testbed_file):
+    with pytest.raises(EsbperfError, match=r"unknown target 'mule' in .*tests\.yaml \(known: direct, camel, synapse\)"):
+        topology.load(testbed_file).target("mule")
+
+
+def test_a_console_that_does_not_answer_fails_preflight_within_5_s(echoes, tmp_path):
+    silent = topology.load(write_testbed(tmp_path / "silent.yaml", ECHO_PORTS, console_port=16772, api_port=16773))
+    started = time.monotonic()
+    with pytest.raises(EsbperfError, match=r"control API at http://127\.0\.0\.1:16773 does not answer"):
+        runner.start(plans.load("smoke"), "direct", silent, tmp_path / "results")
+    assert time.monotonic() - started < 6
+    assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())
+
+
+def test_a_target_that_does_not_answer_fails_preflight_with_its_address(lone_console, tmp_path):
+    testbed, _ = lone_console
+    with pytest.raises(EsbperfError, match=r"target camel does not answer at http://127\.0\.0\.1:16280"):
+        runner.start(plans.load("smoke"), "camel", testbed, tmp_path / "results")
+
+
+@pytest.mark.slow
+def test_no_agent_connected_is_a_clear_message(lone_console, echoes, tmp_path):
+    testbed, _ = lone_console
+    with pytest.raises(EsbperfError, match=r"no agent is connected to the console at 127\.0\.0\.1:16472"):
+        runner.start(plans.load("smoke"), "direct", testbed, tmp_path / "results")
+
+
+def test_a_run_folder_is_never_reused(tmp_path):
+    first = results.new_run_dir(tmp_path, "smoke-direct-x")
+    (first / "run.json").write_text("{}")
+    second = results.new_run_dir(tmp_path, "smoke-direct-x")
+    assert second.name == "smoke-direct-x-2" and (first / "run.json").read_text() == "{}"
