@@ -56,7 +56,7 @@ def check(testbed: Testbed | str | Path, target: str | None = None, roles: list[
         esb = tb.target(target).esb
         esbs = {esb} if esb else set()
     reports = testbed_check.check(tb, esbs, roles, timeout)
-    failures, warnings = testbed_check.problems(tb, reports, max_skew_ms)
+    failures, warnings = testbed_check.problems(tb, reports, max_skew_ms, all_esbs=esbs is None)
     return reports, failures, warnings
 
 

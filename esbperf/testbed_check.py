@@ -207,7 +207,8 @@ def check(testbed: Testbed, esbs: set[str] | None = None, roles: list[str] | Non
     return reports
 
 
-def problems(testbed: Testbed, reports: list[HostReport], max_skew_ms: float) -> tuple[list[str], list[str]]:
+def problems(testbed: Testbed, reports: list[HostReport], max_skew_ms: float,
+             all_esbs: bool = False) -> tuple[list[str], list[str]]:
     """(failures, warnings) as one-line texts. Failures: an unreachable service, a clock off by
     more than max_skew_ms. Warnings: wrong service on a port, unknown skew, tuning or versions
     that differ from the file or between hosts."""
@@ -215,7 +216,9 @@ def problems(testbed: Testbed, reports: list[HostReport], max_skew_ms: float) ->
     for r in reports:
         for p in r.probes:
             if not p.ok:
-                failures.append(f"{p.where} ({p.service} on {r.role}) unreachable: {p.detail}")
+                hint = "; only one ESB runs at a time? --target NAME checks just its port" \
+                    if p.service.startswith("esb ") and all_esbs else ""
+                failures.append(f"{p.where} ({p.service} on {r.role}) unreachable: {p.detail}{hint}")
             elif p.warning:
                 warnings.append(f"{p.where} ({p.service} on {r.role}): {p.warning}")
         if r.skew_ms is not None and abs(r.skew_ms) - r.skew_error_ms > max_skew_ms:

@@ -506,3 +506,15 @@ def test_check_passes_with_real_echo_and_monitor_and_measures_clock_skew(shaped,
         for p in started:
             os.killpg(p.pid, signal.SIGTERM)
             p.wait(20)
+
+
+@pytest.mark.root
+def test_check_probes_only_the_targets_esb(shaped):
+    esb = shaped.hosts["esb"].address
+    reports, failures, _ = tbapi.check(shaped, roles=["esb"], timeout=1)
+    assert [p.service for p in reports[0].probes] == ["monitor", "esb camel"]
+    assert f"{esb}:8280 (esb camel on esb) unreachable: Connection refused; only one ESB runs at a time? " \
+           "--target NAME checks just its port" in failures
+    reports, failures, _ = tbapi.check(shaped, target="direct", roles=["esb"], timeout=1)
+    assert [p.service for p in reports[0].probes] == ["monitor"]
+    assert failures == [f"{esb}:7090 (monitor on esb) unreachable: Connection refused"]
