@@ -1,19 +1,21 @@
 """The direct-proxy benchmark: Camel, Synapse and nginx (a plain reverse proxy) in front of
 the same echo back end, and the echo alone, measured with wrk in one run, side by side.
 
-    .venv/bin/python esb-projects/bench/bench_esb.py [--duration 20] [--warmup 10]
+    .venv/bin/python esb-projects/bench/bench_esb.py [--rounds 3] [--duration 15] [--warmup 10]
         [--connections 20] [--sizes 1024,102400] [--markdown FILE]
 
 Needs wrk and nginx (Debian: apt-get install wrk nginx). Everything listens on loopback ports
-193xx and is stopped at the end. Each engine gets a warm-up run (discarded) then a measured run
-at every size; the engines take turns, so slow drift of the machine hits them alike. On a shared
-machine the absolute figures are noisy: compare the ratios."""
+193xx and is stopped at the end. Each engine gets one warm-up run per size (discarded, for the
+JITs), then a measured run per round; within a round the engines take turns, so slow drift of
+the machine hits them alike, and the table shows the median of the rounds with the range of
+req/s. On a shared machine the absolute figures are noisy: compare the ratios."""
 from __future__ import annotations
 
 import argparse
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -107,23 +109,30 @@ def wrk(url: str, body_file: Path, seconds: int, connections: int, threads: int)
             "errors": sum(map(int, errors.groups())) if errors else 0}
 
 
-def table(results: dict, sizes: list[int], connections: int) -> str:
-    lines = [f"| engine | size | req/s | p99 ms | req/s vs nginx | req/s vs echo alone | errors |",
-             "|---|---:|---:|---:|---:|---:|---:|"]
+def table(results: dict, sizes: list[int], args, load: tuple[float, float]) -> str:
+    """Median over the rounds of req/s and of p99, the req/s range, ratios of the medians."""
+    lines = ["| engine | size | req/s (median) | req/s (range) | p99 ms (median) | req/s vs nginx | req/s vs echo alone | errors |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for size in sizes:
-        echo_rps = results[("echo alone", size)]["rps"]
-        nginx_rps = results[("nginx", size)]["rps"]
+        rps = {e: statistics.median(r["rps"] for r in results[(e, size)]) for e in ENGINES}
         for engine in ENGINES:
-            r = results[(engine, size)]
-            lines.append(f"| {engine} | {size // 1024} KB | {r['rps']:.0f} | {r['p99_ms']:.1f} | "
-                         f"{r['rps'] / nginx_rps:.2f} | {r['rps'] / echo_rps:.2f} | {r['non2xx'] + r['errors']} |")
-    return "\n".join(lines) + f"\n\n(direct proxy /proxy/echo, {connections} connections, wrk, keep-alive)"
+            runs = results[(engine, size)]
+            low, high = min(r["rps"] for r in runs), max(r["rps"] for r in runs)
+            p99 = statistics.median(r["p99_ms"] for r in runs)
+            errors = sum(r["non2xx"] + r["errors"] for r in runs)
+            lines.append(f"| {engine} | {size // 1024} KB | {rps[engine]:.0f} | {low:.0f}–{high:.0f} | {p99:.1f} | "
+                         f"{rps[engine] / rps['nginx']:.2f} | {rps[engine] / rps['echo alone']:.2f} | {errors} |")
+    return "\n".join(lines) + (
+        f"\n\n(direct proxy /proxy/echo; wrk, {args.connections} keep-alive connections, {args.threads} threads; "
+        f"{args.rounds} rounds of {args.duration} s after a {args.warmup} s warm-up; {os.cpu_count()} CPUs, "
+        f"load average {load[0]:.1f} before, {load[1]:.1f} after)")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--duration", type=int, default=20, help="measured seconds per engine and size")
-    parser.add_argument("--warmup", type=int, default=10, help="discarded seconds before each measurement")
+    parser.add_argument("--rounds", type=int, default=3, help="measured runs per engine and size")
+    parser.add_argument("--duration", type=int, default=15, help="seconds per measured run")
+    parser.add_argument("--warmup", type=int, default=10, help="discarded seconds per engine and size, first")
     parser.add_argument("--connections", type=int, default=20)
     parser.add_argument("--threads", type=int, default=2, help="wrk threads")
     parser.add_argument("--sizes", default="1024,102400", help="thesis envelope sizes in bytes")
@@ -135,7 +144,8 @@ def main() -> int:
     contract = scenarios.contract()
     work = Path(tempfile.mkdtemp(prefix="esbperf-bench-"))
     started: list[procs.Process] = []
-    results = {}
+    results: dict[tuple[str, int], list[dict]] = {}
+    load_before = os.getloadavg()[0]
     try:
         started.append(start_echo("ws1", HOST, ECHO_PORT, workdir=work / "echo"))
         echo = f"http://{HOST}:{ECHO_PORT}"
@@ -147,23 +157,28 @@ def main() -> int:
         urls = {"echo alone": f"{echo}/echo", "nginx": f"http://{HOST}:{NGINX_PORT}/proxy/echo",
                 "camel": f"http://{HOST}:{CAMEL_PORT}/proxy/echo",
                 "synapse": f"http://{HOST}:{SYNAPSE_PORT}/proxy/echo"}
+        bodies = {}
         for size in sizes:
             body = contract.thesis_envelope(1, contract.thesis_message(size, 1)).encode()
-            body_file = work / f"body-{size}.xml"
-            body_file.write_bytes(body)
+            bodies[size] = work / f"body-{size}.xml"
+            bodies[size].write_bytes(body)
             for engine in ENGINES:
                 check(urls[engine], body)
                 if args.warmup:
-                    wrk(urls[engine], body_file, args.warmup, args.connections, args.threads)
-                r = wrk(urls[engine], body_file, args.duration, args.connections, args.threads)
-                results[(engine, size)] = r
-                print(f"{engine:10s} {size:7d} B  {r['rps']:9.1f} req/s  p99 {r['p99_ms']:8.2f} ms  "
-                      f"errors {r['non2xx'] + r['errors']}", flush=True)
+                    wrk(urls[engine], bodies[size], args.warmup, args.connections, args.threads)
+        for round_ in range(args.rounds):
+            for size in sizes:
+                # A different engine goes first in each round.
+                for engine in ENGINES[round_ % len(ENGINES):] + ENGINES[:round_ % len(ENGINES)]:
+                    r = wrk(urls[engine], bodies[size], args.duration, args.connections, args.threads)
+                    results.setdefault((engine, size), []).append(r)
+                    print(f"round {round_ + 1}  {engine:10s} {size:7d} B  {r['rps']:9.1f} req/s  "
+                          f"p99 {r['p99_ms']:8.2f} ms  errors {r['non2xx'] + r['errors']}", flush=True)
     finally:
         for process in reversed(started):
             process.stop()
         shutil.rmtree(work, ignore_errors=True)
-    text = table(results, sizes, args.connections)
+    text = table(results, sizes, args, (load_before, os.getloadavg()[0]))
     print()
     print(text)
     if args.markdown:
