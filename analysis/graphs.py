@@ -171,7 +171,7 @@ def percentile_graph(rows: pl.DataFrame, scenario: str, labels: dict[tuple[str, 
                      histograms: dict[tuple, list[tuple[int, int]]]) -> Graph | None:
     """Response-time percentiles at the heaviest step every series has (most users, then largest
     payload), iterations pooled."""
-    steps = rows.group_by("payload_bytes", "users").agg(n=pl.len(), bottleneck=pl.col("bottleneck").any())
+    steps = rows.group_by("payload_bytes", "users").agg(n=pl.len())
     steps = steps.sort(["n", "users", "payload_bytes"], descending=True)
     if not steps.height:
         return None

@@ -12,8 +12,7 @@ from esbperf.analysis.datalog import LogStats, data_logs, log_stats
 from esbperf.analysis.monitor import HostStats, host_stats, monitor_file
 from esbperf.analysis.results import Run, Step
 from esbperf.monitor import THRESHOLD_PERCENT
-
-ROLES = ("esb", "ws1", "ws2", "ws3", "client")
+from esbperf.topology import ROLES   # client, esb, ws1, ws2, ws3: the data path, left to right
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}
 KEYS = ["run", "scenario", "target", "payload_bytes", "payload_label", "users"]
 

@@ -12,12 +12,12 @@ import numpy as np
 import polars as pl
 
 from esbperf.plan import size_label
+from esbperf.topology import ROLES
 
 DATA_LOG_HEADER = ("Thread, Run, Test, Start time (ms since Epoch), Test time, Errors, "
                    "HTTP status, Request bytes, Response bytes")
 THESIS_PAYLOADS = {size_label(b): b for b in (1024, 50 * 1024, 100 * 1024, 500 * 1024, 1024 * 1024)}
 THESIS_USERS = (1, 20, 40, 80, 160, 320)
-ROLES = ("client", "esb", "ws1", "ws2", "ws3")
 BASE_MS = 1_795_239_161_376
 
 
