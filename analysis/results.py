@@ -110,7 +110,9 @@ def load_run(path: Path) -> Run:
     if not path.is_dir():
         raise EsbperfError(f"{path}: no such run folder")
     if not (path / "run.json").exists():
-        raise EsbperfError(f"{path}: not a run folder (no run.json)")
+        inside = sorted(p.parent.name for p in path.glob("*/run.json"))
+        hint = f"; it holds the runs {', '.join(inside[:5])}{', …' if len(inside) > 5 else ''}" if inside else ""
+        raise EsbperfError(f"{path}: not a run folder (no run.json){hint}")
     info = _read_json(path / "run.json")
     unfinished = sum(1 for p in path.rglob(".*") if p.is_dir() and p.name.startswith(UNFINISHED_PREFIXES))
     steps, seen = [], {}

@@ -365,6 +365,7 @@ def test_cli_refuses_bad_input_clearly(tmp_path: Path, run_dir: Path, capsys):
     (empty / "proxy" / "1KB" / "1" / ".tmp-iter-1").mkdir(parents=True)
     assert_refused(("report", str(empty)), r"no finished step.*1 unfinished or aborted")
     assert_refused(("report", str(tmp_path / "nowhere")), "no such run folder")
+    assert_refused(("report", str(tmp_path)), "not a run folder .*holds the runs camel-run, empty-run")
     assert_refused(("compare", str(run_dir)), "at least two runs")
 
     other = synthetic.write_run(tmp_path / "other-plan", "direct", plan_name="public-rounds")
