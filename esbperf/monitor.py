@@ -154,9 +154,10 @@ def collect_step(testbed: Testbed, step_dir: Path, warmup_start_ms: int, measure
             raise EsbperfError(f"collect_step: unknown role '{role}' (roles: {', '.join(ROLES)})")
         if not testbed.hosts[role].monitor_port:
             raise EsbperfError(f"collect_step: {testbed.path}: hosts.{role} has no monitor_port")
-    _wait_for_last_sample(end_ms)
+    if chosen:
+        _wait_for_last_sample(end_ms)
     step_dir.mkdir(parents=True, exist_ok=True)
-    window = _Window(warmup_start_ms, measure_start_ms, end_ms)
+    window = StepWindow(warmup_start_ms, measure_start_ms, end_ms)
     result: dict = {"bottlenecks": [], "monitors": {}}
     for role in chosen:
         host = testbed.hosts[role]
@@ -173,7 +174,7 @@ def collect_step(testbed: Testbed, step_dir: Path, warmup_start_ms: int, measure
     return result
 
 
-class _Window:
+class StepWindow:
     """One step's times: [warmup, measure) is the warm-up, [measure, end) the measurement."""
 
     def __init__(self, warmup: int, measure: int, end: int):
@@ -196,7 +197,7 @@ def _wait_for_last_sample(end_ms: int) -> None:
     time.sleep(max(0.0, (end_ms + INTERVAL_MS + 200 - time.time() * 1000) / 1000))
 
 
-def _pull(host: str, port: int, window: _Window) -> tuple[list[Sample], str | None, int | None]:
+def _pull(host: str, port: int, window: StepWindow) -> tuple[list[Sample], str | None, int | None]:
     """(samples, error, clock skew in ms) from one monitor; an unreachable monitor is an error
     line, not an exception."""
     url = f"{_base_url(host, port)}/samples?from={window.warmup}&to={window.end}"
@@ -222,12 +223,12 @@ def _pull(host: str, port: int, window: _Window) -> tuple[list[Sample], str | No
     return samples, None, skew
 
 
-def _gaps(samples: list[Sample], window: _Window, error: str | None) -> list[tuple[int, str, int]]:
+def _gaps(samples: list[Sample], window: StepWindow, error: str | None) -> list[tuple[int, str, int]]:
     """(start_ms, reason, span_ms) of the parts of the window without host samples, split at
     the measurement's start so each phase's loss is known. A sample at t covers the second
     before t (its CPU figures are since the previous sample), so one late or failed sample
     loses nothing; two seconds without any do."""
-    reason = f"monitor not answering: {error}" if error else "no samples"
+    reason = error or "no samples"
     ticks = sorted({t for t, metric, _, _ in samples if metric == "cpu.total"})
     spans = []
     if not ticks:
@@ -248,7 +249,7 @@ def _gaps(samples: list[Sample], window: _Window, error: str | None) -> list[tup
     return gaps
 
 
-def _write_csv(path: Path, samples: list[Sample], gaps: list[tuple[int, str, int]], window: _Window) -> None:
+def _write_csv(path: Path, samples: list[Sample], gaps: list[tuple[int, str, int]], window: StepWindow) -> None:
     """Written to a temporary file and renamed, so a reader never sees half a file."""
     rows = [(t, window.phase(t), metric, _plain(subject), value) for t, metric, subject, value in samples]
     rows += [(t, window.phase(t), "gap", _plain(reason), str(span)) for t, reason, span in gaps]
@@ -268,7 +269,7 @@ def _plain(subject: str) -> str:
 
 # ---- the verdict -------------------------------------------------------------------------
 
-def verdict(role: str, samples: list[Sample], link_mbit: float | None, window: _Window) -> list[dict]:
+def verdict(role: str, samples: list[Sample], link_mbit: float | None, window: StepWindow) -> list[dict]:
     """The host's resources that exceeded THRESHOLD_PERCENT during the measurement window:
     held above it for SUSTAIN_SAMPLES consecutive samples, or above it on average."""
     series = {"cpu": [(t, float(v)) for t, metric, _, v in samples
@@ -289,7 +290,7 @@ def verdict(role: str, samples: list[Sample], link_mbit: float | None, window: _
     return found
 
 
-def _link_percent(samples: list[Sample], metric: str, link_mbit: float, window: _Window) -> list[tuple[int, float]]:
+def _link_percent(samples: list[Sample], metric: str, link_mbit: float, window: StepWindow) -> list[tuple[int, float]]:
     """Per sample time in the measurement: the busiest interface's rate as a percent of the link.
     A rate is the counter's growth since the interface's previous sample."""
     by_interface: dict[str, list[tuple[int, int]]] = {}

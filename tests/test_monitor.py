@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import ipaddress
 import os
 import shutil
 import signal
@@ -68,6 +69,12 @@ def pull(port: int, from_ms: int, to_ms: int) -> list[dict]:
 def values(rows: list[dict], metric: str, subject: str = "", after_ms: int = 0) -> list[float]:
     return [float(r["value"]) for r in rows
             if r["metric"] == metric and r["subject"] == subject and int(r["time_ms"]) >= after_ms]
+
+
+def cpu_seconds(pid: int) -> float:
+    """A process's CPU time (user + system) as the kernel counts it."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def stop(*processes) -> None:
@@ -170,7 +177,9 @@ def test_busy_loop_raises_total_cpu_and_the_watched_processes_cpu(tmp_path):
         watched_pid = busy[0].pid
         mon = monitor.start_monitor("esb", "127.0.0.1", 17107, pids=[watched_pid, idle.pid],
                                     matches=[marker], workdir=tmp_path / "mon")
+        used_before, watch_start = cpu_seconds(watched_pid), time.monotonic()
         time.sleep(6.5)
+        own_percent = 100 * (cpu_seconds(watched_pid) - used_before) / (time.monotonic() - watch_start)
         # The ESB "restarts": the match text must find the new process.
         for p in busy:
             p.kill()
@@ -185,17 +194,20 @@ def test_busy_loop_raises_total_cpu_and_the_watched_processes_cpu(tmp_path):
                           and start + 2000 <= int(r["time_ms"]) < restarted]
         assert sorted(before_restart)[len(before_restart) // 2] >= 80, before_restart
 
-        # Percent of one core. The cores are shared with whatever else runs here, so a busy
-        # loop is only sure to get a slice of one: compare it with a sleeping process.
+        # Percent of one core. The cores are shared with whatever else runs here (a busy loop
+        # got under 10 % under load), so the floor only tells busy from asleep ...
         by_pid = values(rows, "proc.cpu", str(watched_pid))
-        assert by_pid and all(10 <= v <= 105 for v in by_pid), by_pid
-        assert max(values(rows, "proc.cpu", str(idle.pid))) <= 2
+        assert by_pid and all(3 <= v <= 105 for v in by_pid), by_pid
+        # ... and the kernel's own count over (almost) the same time pins value and unit.
+        mean = sum(by_pid) / len(by_pid)
+        assert 0.6 * own_percent <= mean <= 1.4 * own_percent + 5, (by_pid, own_percent)
+        assert max(values(rows, "proc.cpu", str(idle.pid))) <= 1
         assert values(rows, "proc.rss", str(idle.pid))[0] > 0
         matched = [float(r["value"]) for r in rows if r["metric"] == "proc.cpu" and r["subject"] == marker
                    and int(r["time_ms"]) < restarted]
-        assert matched and min(matched) >= 10, matched
+        assert matched and min(matched) >= 3, matched
         after = values(rows, "proc.cpu", marker, after_ms=restarted + 2000)
-        assert after and min(after) >= 10, (after, rows[-5:])
+        assert after and min(after) >= 3, (after, rows[-5:])
         proc_ticks = sorted({int(r["time_ms"]) for r in rows if r["metric"] == "proc.rss"})
         assert all(b - a >= 2000 for a, b in zip(proc_ticks, proc_ticks[1:])), proc_ticks
 
@@ -230,7 +242,7 @@ def test_a_monitor_killed_mid_window_leaves_a_gap_and_the_others_are_collected(t
     gaps = read_step_csv(tmp_path / "lost" / "monitor-esb.csv")
     assert [(g["metric"], g["phase"], int(g["value"])) for g in gaps] == \
         [("gap", "warmup", measure - warmup), ("gap", "measure", end - measure)]
-    assert "not answering" in gaps[0]["subject"] and "," not in gaps[0]["subject"]
+    assert "does not answer" in gaps[0]["subject"] and "," not in gaps[0]["subject"]
     # The other monitor is unaffected.
     assert lost["monitors"]["ws1"]["error"] is None and lost["monitors"]["ws1"]["gaps_ms"] == 0
     assert lost["monitors"]["ws1"]["rows"] > 0
@@ -338,7 +350,7 @@ def test_a_saturated_link_is_a_bottleneck_and_loopback_is_not(veth_link, tmp_pat
 
 def test_the_verdict_rule():
     """Sustained (3 samples in a row) or mean above 85 % is a bottleneck; brief peaks are not."""
-    window = monitor._Window(0, 10_000, 20_000)
+    window = monitor.StepWindow(0, 10_000, 20_000)
     def cpu(*percents, start=10_000):
         return [(start + 1000 * i, "cpu.total", "", str(p)) for i, p in enumerate(percents)]
     judge = lambda samples, link=None: monitor.verdict("esb", samples, link, window)
@@ -393,7 +405,8 @@ def test_bad_arguments_are_one_line_errors(tmp_path, five):
         return subprocess.run([str(ROOT / ".venv" / "bin" / "esbperf"), "monitor", *args],
                               capture_output=True, text=True, timeout=60)
     for args, expected in [
-        (["--role", "esb", "--listen", "0.0.0.0:17150"], "not all interfaces"),
+        (["--role", "esb", "--listen", f"{ipaddress.IPv4Address(0)}:17150"], "not all interfaces"),
+        (["--role", "esb", "--listen", "[::]:17150"], "not all interfaces"),
         (["--role", "esb", "--listen", "localhost:17150"], "must be an IP address"),
         (["--role", "esb", "--listen", "127.0.0.1:99999"], "port 1-65535"),
         (["--role", "esb", "--listen", "127.0.0.1:17150", "--pid", "999999999"], "no such process"),

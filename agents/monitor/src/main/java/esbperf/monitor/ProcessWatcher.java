@@ -3,7 +3,7 @@ package esbperf.monitor;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HashSet;
-import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -150,9 +150,9 @@ final class ProcessWatcher {
 
   /** The labels this watcher reports under, for the status page. */
   List<String> labels() {
-    final Map<String, Boolean> labels = new LinkedHashMap<>();
-    pids.forEach(p -> labels.put(Long.toString(p), true));
-    matches.forEach(m -> labels.put(m, true));
-    return List.copyOf(labels.keySet());
+    final Set<String> labels = new LinkedHashSet<>();
+    pids.forEach(p -> labels.add(Long.toString(p)));
+    labels.addAll(matches);
+    return List.copyOf(labels);
   }
 }

