@@ -29,8 +29,11 @@ HEAP = "1g"
 # Defence in depth for every XML parser of the JDK the ESBs use: no external DTDs, entities
 # or schemas (both ESBs also refuse DOCTYPEs in the messages they parse).
 XML_SAFETY = ["-Djavax.xml.accessExternalDTD=", "-Djavax.xml.accessExternalSchema="]
-# A path that answers without calling a back end: header-based routing without the header.
+# A request that gets an answer without calling a back end: header-based routing without the
+# header (400).
 READY_PATH = "/hbr/echo"
+READY_BODY = (b'<soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/">'
+              b"<soapenv:Body><ready/></soapenv:Body></soapenv:Envelope>")
 
 
 def _url(host: str, port: int) -> str:
@@ -60,7 +63,8 @@ def _check_backends(backends: dict[str, str]) -> dict[str, str]:
 def _camel(host: str, port: int, backends: dict[str, str], workdir: Path, timeout_ms: int) -> list[str]:
     ensure_built(CAMEL)
     settings = {
-        "esb.host": host, "esb.port": port,
+        "esb.host": f"[{host}]" if ":" in host else host,   # it goes into http://HOST:PORT URIs
+        "esb.port": port,
         **{f"backend.{ws}": url for ws, url in backends.items()},
         "backend.timeout.ms": timeout_ms,
         # Connecting is part of the wait: never longer than the timeout itself.
@@ -143,7 +147,7 @@ def esb_process(name: str, host: str, port: int, backends: dict[str, str], workd
 
 def answers(host: str, port: int) -> bool:
     """The ready check: the ESB's mediation answers an HTTP request (any status)."""
-    request = urllib.request.Request(_url(host, port) + READY_PATH, data=b"<ready/>", method="POST",
+    request = urllib.request.Request(_url(host, port) + READY_PATH, data=READY_BODY, method="POST",
                                      headers={"Content-Type": "text/xml; charset=UTF-8", "SOAPAction": '""'})
     try:
         with urllib.request.urlopen(request, timeout=2):
