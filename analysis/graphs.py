@@ -30,6 +30,9 @@ THESIS_CONCURRENCY_PAYLOAD = 100 * 1024
 PERCENTILE_POINTS = (50, 75, 90, 95, 99, 99.5, 99.9, 99.95, 99.99)
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 BASELINE_COLOR = "#222222"
+# A limit line (link capacity) far above the data would flatten the curves; it is drawn once the
+# data reaches this share of it (the panel's title names the capacity anyway).
+LIMIT_SHOWN_FROM = 0.25
 
 matplotlib.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "esbperf"})
 
@@ -149,7 +152,8 @@ def scenario_graphs(agg: pl.DataFrame, scenario: str, labels: dict[tuple[str, st
         graphs.append(Graph(f"{stem}-cpu-vs-{sweep_name}", f"{scenario}: CPU per host {vs} (mean over the window)",
                             ylabel="CPU (% of all cores)", panels=[p for p in cpu_panels if p.series], ymax=100,
                             **common))
-        net_panels = [Panel(role, _series(sweep, x, f"{role}_rx_mbit", labels, div, " rx")
+        net_panels = [Panel(f"{role} (link {links[role]:g} Mbit/s)" if role in links else role,
+                            _series(sweep, x, f"{role}_rx_mbit", labels, div, " rx")
                             + _series(sweep, x, f"{role}_tx_mbit", labels, div, " tx", "--"),
                             limit=links.get(role), limit_label="link capacity") for role in ROLES]
         graphs.append(Graph(f"{stem}-network-vs-{sweep_name}", f"{scenario}: network per host {vs}",
@@ -234,12 +238,14 @@ def draw(graph: Graph, out_dir: Path, colors: dict[str, str] | None = None) -> d
                                   zorder=5, label=None if marked else "bottleneck: not an ESB measurement")
                 mark.set_gid(f"bottleneck-{slug(s.label)}")
                 marked = True
-        if panel.limit:
+        highest = max((y for s in panel.series for y in s.y if y is not None), default=0)
+        if panel.limit and (graph.ymax or highest >= LIMIT_SHOWN_FROM * panel.limit):
             ax.axhline(panel.limit, color="grey", linestyle="-.", linewidth=1, label=panel.limit_label)
         ax.set_title(panel.title)
         ax.set_xscale(graph.xscale)
         if graph.xticks:
-            ax.set_xticks([t for t, _ in graph.xticks], [lbl for _, lbl in graph.xticks])
+            ax.set_xticks([t for t, _ in graph.xticks], [lbl for _, lbl in graph.xticks],
+                          rotation=45 if n > 1 else 0)   # narrow panels: 50KB and 100KB would overlap
             ax.minorticks_off()
         ax.set_xlabel(graph.xlabel)
         ax.grid(True, alpha=0.3)

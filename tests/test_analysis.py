@@ -242,8 +242,9 @@ def test_graphs_hold_the_expected_series(tmp_path: Path):
     assert "esb" in cpu and [s.label for s in cpu["esb"].series] == ["camel"]   # no ESB in the baseline
     assert cpu["esb"].limit == 85.0 and graphs["proxy-cpu-vs-users"].ymax == 100
     net = {p.title: p for p in graphs["proxy-network-vs-users"].panels}
-    assert {s.label for s in net["ws1"].series} == {"direct rx", "direct tx", "camel rx", "camel tx"}
-    assert net["ws1"].limit == 1000
+    assert "esb (link 1000 Mbit/s)" in net
+    assert {s.label for s in net["ws1 (link 1000 Mbit/s)"].series} == {"direct rx", "direct tx", "camel rx", "camel tx"}
+    assert net["ws1 (link 1000 Mbit/s)"].limit == 1000
 
     pct = {s.label: s for s in graphs["proxy-percentiles"].panels[0].series}
     assert pct["camel"].x[:3] == [nines(50), nines(75), nines(90)]
