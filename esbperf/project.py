@@ -74,7 +74,8 @@ def _stale(module: Module) -> bool:
     if not out.exists():
         return True
     built = out.stat().st_mtime
-    for source_root in (module.dir / "src", module.dir / "pom.xml"):
+    # Tests do not change the jar (Maven leaves an unchanged jar untouched), so they do not count.
+    for source_root in (module.dir / "src" / "main", module.dir / "pom.xml"):
         paths = [source_root] if source_root.is_file() else source_root.rglob("*") if source_root.exists() else []
         if any(p.is_file() and p.stat().st_mtime > built for p in paths):
             return True

@@ -145,10 +145,10 @@ class StepRunner:
                                                 processes * self.agents)
         stopped = False
         try:
-            # Warm-up: from the start signal (worker start-up included), but with at least a
-            # second of load after the workers' first report.
+            # Warm-up: from the start signal (worker start-up included), but at least half of it
+            # under load, after the workers' first report.
             first_report_ms = self._first_report(start_ms + int((plan.step_seconds() + 30) * 1000), workers)
-            warmup_end_ms = max(start_ms + int(plan.warmup_s * 1000), first_report_ms + 1000)
+            warmup_end_ms = max(start_ms + int(plan.warmup_s * 1000), first_report_ms + int(plan.warmup_s * 500))
             self._wait_until(warmup_end_ms, "warm-up", workers)
             client.recording("zero")
             warmup_end_ms = now_ms()

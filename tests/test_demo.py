@@ -1,0 +1,68 @@
+"""The demo's whole path on an emulated five-host testbed of its own (namespaces, bridge, 1 Gbit/s
+links): three echo services, Camel, the console, an agent and five monitors in their namespaces,
+a smoke plan through Camel and against the baseline, the report, and a clean tear-down."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from rich.console import Console
+
+from esbperf import testbed as testbeds, topology
+from esbperf.demo import run_demo
+
+pytestmark = [pytest.mark.slow, pytest.mark.root,
+              pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
+
+PREFIX = "esbd-"
+
+
+def emulated_testbed(path: Path) -> Path:
+    hosts = {"client": 10, "esb": 20, "ws1": 31, "ws2": 32, "ws3": 33}
+    data = {
+        "name": "demo-test", "emulated": True, "prefix": PREFIX,
+        "bridge": {"name": f"{PREFIX}br0", "address": "198.18.220.1/24"},
+        "console": {"port": 6372, "api_host": "198.18.220.10", "api_port": 6373},
+        "hosts": {role: {"address": f"198.18.220.{n}", "link_mbit": 1000, "monitor_port": 7090}
+                  for role, n in hosts.items()},
+        "targets": {"direct": {"kind": "direct"}, "camel": {"kind": "esb", "esb": "camel"}},
+    }
+    data["hosts"]["esb"]["esb_ports"] = {"camel": 8280}
+    for ws in ("ws1", "ws2", "ws3"):
+        data["hosts"][ws]["echo_port"] = 8080
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_demo_path_on_an_emulated_testbed(tmp_path, monkeypatch):
+    monkeypatch.setenv("ESBPERF_STATE", str(tmp_path / "state"))
+    testbed_file = emulated_testbed(tmp_path / "demo-test.yaml")
+    plan_file = tmp_path / "tiny.yaml"
+    plan_file.write_text(yaml.safe_dump({"name": "tiny", "scenarios": ["proxy"], "payloads": ["1KB", "100KB"],
+                                         "users": [4], "duration_s": 3, "warmup_s": 4, "timeout_s": 10}))
+    report = run_demo(testbed_file, "camel", tmp_path / "results", Console(), plan_names=(plan_file,))
+
+    assert (report / "report.html").is_file() and (report / "summary.csv").is_file()
+    runs = sorted(p for p in report.parent.iterdir() if (p / "run.json").is_file())
+    assert [json.loads((r / "run.json").read_text())["target"]["name"] for r in runs] == ["camel", "direct"]
+    for run in runs:
+        for step in run.glob("proxy/*/4/iter-1"):
+            meta = json.loads((step / "step.json").read_text())
+            totals = dict(zip(meta["console"]["columns"], meta["console"]["totals"]))
+            assert totals["Tests"] > 0 and totals["Errors"] == 0, (step, totals)
+            assert meta["hosts"]["esb"]["address"] == "198.18.220.20"
+            for role in ("client", "esb", "ws1", "ws2", "ws3"):
+                samples = (step / f"monitor-{role}.csv").read_text().splitlines()
+                assert samples[0] == "time_ms,phase,metric,subject,value" and len(samples) > 20, role
+                assert any(",measure,net.rx_bytes,eth0," in line for line in samples), role
+
+    # Torn down: nothing of the test's testbed is left, and no process runs in its namespaces.
+    assert testbeds.status(topology.load(testbed_file))["state"] == "down"
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert PREFIX not in namespaces
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
+    assert PREFIX not in links
