@@ -15,6 +15,18 @@ CONSOLE_FILE = CONSOLE_CONFIG / "console.yaml"
 AGENT_FILE = ROOT / "agents" / "agent.yaml"
 
 
+def resolve_named(name_or_path: str | Path, folder: Path, kind: str) -> Path:
+    """A named YAML file of `folder` (a plan, a testbed) or a path to one."""
+    candidate = Path(name_or_path)
+    if candidate.suffix in (".yaml", ".yml") or candidate.exists():
+        return candidate
+    path = folder / f"{name_or_path}.yaml"
+    if not path.exists():
+        known = sorted(p.stem for p in folder.glob("*.yaml"))
+        raise EsbperfError(f"unknown {kind} '{name_or_path}' (known: {', '.join(known)}; or give a file)")
+    return path
+
+
 def load_yaml(path: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text())

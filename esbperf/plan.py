@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from esbperf import scenarios
-from esbperf.config import load_yaml
+from esbperf.config import load_yaml, resolve_named
 from esbperf.errors import EsbperfError
 from esbperf.project import CONSOLE_CONFIG
 
@@ -124,14 +124,7 @@ class Plan:
 
 
 def resolve(name_or_path: str | Path) -> Path:
-    candidate = Path(name_or_path)
-    if candidate.suffix in (".yaml", ".yml") or candidate.exists():
-        return candidate
-    path = PLANS / f"{name_or_path}.yaml"
-    if not path.exists():
-        known = sorted(p.stem for p in PLANS.glob("*.yaml"))
-        raise EsbperfError(f"unknown plan '{name_or_path}' (known: {', '.join(known)}; or give a file)")
-    return path
+    return resolve_named(name_or_path, PLANS, "plan")
 
 
 def load(name_or_path: str | Path) -> Plan:

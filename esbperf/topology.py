@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from esbperf.config import load_yaml
+from esbperf.config import load_yaml, resolve_named
 from esbperf.errors import EsbperfError
 from esbperf.project import CONSOLE_CONFIG
 
@@ -137,16 +137,7 @@ class Testbed:
 
 def resolve(name_or_path: str | Path | None, default: str = "local") -> Path:
     """A testbed name (file in console-config/testbeds) or a path; default `local`."""
-    if name_or_path is None:
-        name_or_path = default
-    candidate = Path(name_or_path)
-    if candidate.suffix in (".yaml", ".yml") or candidate.exists():
-        return candidate
-    path = TESTBEDS / f"{name_or_path}.yaml"
-    if not path.exists():
-        known = sorted(p.stem for p in TESTBEDS.glob("*.yaml"))
-        raise EsbperfError(f"unknown testbed '{name_or_path}' (known: {', '.join(known)}; or give a file)")
-    return path
+    return resolve_named(default if name_or_path is None else name_or_path, TESTBEDS, "testbed")
 
 
 def _port(path: Path, where: str, value: Any) -> int:
