@@ -28,8 +28,14 @@ public final class EchoMain {
         EchoRuntime runtime;
         try {
             runtime = EchoRuntime.start(options);
-        } catch (BindException e) {
-            fail("cannot listen on " + options.host() + ":" + options.port() + ": " + e.getMessage());
+        } catch (Exception e) {
+            // Exit even though the servers' threads may have started: a half-started echo must not linger.
+            BindException bind = bindFailure(e);
+            if (bind == null) {
+                e.printStackTrace();
+            }
+            fail(bind != null ? "cannot listen on " + options.host() + ":" + options.port() + ": " + bind.getMessage()
+                    : "cannot start the " + options.runtime() + " runtime: " + e);
             return;
         }
         CountDownLatch stopped = new CountDownLatch(1);
@@ -63,6 +69,15 @@ public final class EchoMain {
         try (InputStream in = EchoMain.class.getResourceAsStream("logging.properties")) {
             LogManager.getLogManager().readConfiguration(in);
         }
+    }
+
+    private static BindException bindFailure(Throwable e) {
+        for (Throwable cause = e; cause != null; cause = cause.getCause()) {
+            if (cause instanceof BindException bind) {
+                return bind;
+            }
+        }
+        return null;
     }
 
     private static void fail(String message) {
