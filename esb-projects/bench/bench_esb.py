@@ -104,9 +104,10 @@ def wrk(url: str, body_file: Path, seconds: int, connections: int, threads: int)
     p99 = re.search(r"99%\s+([\d.]+)(us|ms|s)\b", text)
     non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", text)
     errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
+    socket_errors = tuple(map(int, errors.groups())) if errors else (0, 0, 0, 0)
     return {"rps": rps, "p99_ms": float(p99.group(1)) * _UNITS[p99.group(2)],
             "non2xx": int(non2xx.group(1)) if non2xx else 0,
-            "errors": sum(map(int, errors.groups())) if errors else 0}
+            "errors": sum(socket_errors), "socket_errors": socket_errors}
 
 
 def table(results: dict, sizes: list[int], args, load: tuple[float, float]) -> str:
@@ -173,7 +174,8 @@ def main() -> int:
                     r = wrk(urls[engine], bodies[size], args.duration, args.connections, args.threads)
                     results.setdefault((engine, size), []).append(r)
                     print(f"round {round_ + 1}  {engine:10s} {size:7d} B  {r['rps']:9.1f} req/s  "
-                          f"p99 {r['p99_ms']:8.2f} ms  errors {r['non2xx'] + r['errors']}", flush=True)
+                          f"p99 {r['p99_ms']:8.2f} ms  non-2xx {r['non2xx']}, socket errors "
+                          "(connect/read/write/timeout) %d/%d/%d/%d" % r["socket_errors"], flush=True)
     finally:
         for process in reversed(started):
             process.stop()
