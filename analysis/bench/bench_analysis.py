@@ -7,7 +7,8 @@ It writes a synthetic run of the thesis's two sweeps (10 steps, 4 worker data lo
 files for every host) under --dir (default: a folder in the system's temp dir; reused when it
 holds the same number of rows, never committed), then measures in fresh subprocesses, so each
 figure includes Python's and polars' start-up and the peak RSS is that process's own:
-  1. parse + aggregate: the statistics of every step (esbperf.analysis.report.analyse, no graphs);
+  1. parse + aggregate: the statistics of every step (stats.analyse_step: data logs and monitor
+     files, no graphs), and the same grouping without the malformed-line checks, for their cost;
   2. report: `esbperf report RUN --out NEW` (statistics, 9 graphs in PNG and SVG, report.html).
 Goals (issue 6): >= 5 M rows/s, a 10 M-row run reported in <= 15 s, <= 2 GB of memory."""
 from __future__ import annotations
@@ -59,6 +60,34 @@ def child_parse(run: str) -> None:
     print(json.dumps({"rows": rows, "seconds": done - imported, "with_imports": done - started}))
 
 
+def child_bare(run: str) -> None:
+    """Runs in a subprocess: the same grouping per step (window, success/failure, response-time
+    histogram, byte sums) without the malformed-line checks (no extra column, no null checks,
+    no error tolerance, no cut-line handling), to show what those checks cost."""
+    import polars as pl
+
+    from esbperf.analysis.datalog import data_logs
+    from esbperf.analysis.results import load_runs
+
+    started = time.perf_counter()
+    schema = dict(zip(["thread", "run", "test", "start", "time", "errors", "status", "req", "resp"],
+                      [pl.Int64] * 9))
+    rows = 0
+    for step in load_runs([Path(run)])[0].steps:
+        w0, w1 = step.meta["warmup_end_ms"], step.meta["end_ms"]
+        scans = [pl.scan_csv(p, has_header=False, skip_rows=1, separator=",", quote_char=None, schema=schema)
+                 for p in data_logs(step.dir)]
+        kind = (pl.when(pl.col("start") < w0).then(1).when(pl.col("start") >= w1).then(2)
+                .when(pl.col("errors") == 0).then(3).otherwise(4)).cast(pl.Int8)
+        grouped = (pl.concat(scans).with_columns(kind=kind)
+                   .group_by("kind", pl.when(pl.col("kind") == 3).then(pl.col("time")).alias("t"),
+                             pl.when(pl.col("kind") == 4).then(pl.col("status")).alias("s"))
+                   .agg(n=pl.len(), req=pl.col("req").sum(), resp=pl.col("resp").sum())
+                   .collect(engine="streaming"))
+        rows += grouped["n"].sum()
+    print(json.dumps({"rows": rows, "seconds": time.perf_counter() - started}))
+
+
 def measure(argv: list[str]) -> tuple[float, float, str]:
     """Wall seconds, peak RSS (MB) and stdout of one subprocess."""
     started = time.perf_counter()
@@ -79,9 +108,13 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / f"esbperf-bench-{os.getuid()}")
     parser.add_argument("--child-parse", help=argparse.SUPPRESS)
+    parser.add_argument("--child-bare", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_parse:
         child_parse(args.child_parse)
+        return
+    if args.child_bare:
+        child_bare(args.child_bare)
         return
 
     run = make_run(args.dir, args.rows)
@@ -92,6 +125,11 @@ def main() -> None:
     print(f"parse + aggregate: {result['rows']:,} rows in {result['seconds']:.2f} s = "
           f"{result['rows'] / result['seconds'] / 1e6:.2f} M rows/s "
           f"({seconds:.2f} s with interpreter start and imports); peak RSS {rss:,.0f} MB")
+
+    _, _, text = measure([sys.executable, __file__, "--child-bare", str(run)])
+    bare = json.loads(text.strip().splitlines()[-1])
+    print(f"  the same without malformed-line checks (bench-only query, monitors not read): "
+          f"{bare['seconds']:.2f} s = {bare['rows'] / bare['seconds'] / 1e6:.2f} M rows/s")
 
     out = args.dir / f"report-{int(time.time())}"
     esbperf = [sys.executable, "-m", "esbperf", "report", str(run), "--out", str(out)]
