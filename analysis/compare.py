@@ -1,15 +1,17 @@
 """Comparing runs: ESB vs baseline, ESB vs ESB, before vs after.
 
 Runs are only comparable step by step when they ran the same plan (same name and settings;
-the plan's `target` may differ, that is the point of comparing). Ratios are each run's figure
-divided by the first run's for the same scenario, payload and users."""
+the plan's `target` may differ, that is the point of comparing). A report of several plans
+(the thesis's payload and concurrency sweeps are two plans) draws each plan's runs together,
+plan by plan; `compare` needs one plan. Ratios are each run's figure divided by the first run's
+for the same scenario, payload and users."""
 from __future__ import annotations
 
 from typing import Any
 
 import polars as pl
 
-from esbperf.analysis.results import Run
+from esbperf.analysis.results import Run, label_runs
 from esbperf.errors import EsbperfError
 
 # Not settings: where the plan file was read from, its prose, and the target being compared.
@@ -35,23 +37,34 @@ def first_difference(a: Any, b: Any, path: str = "") -> str | None:
     return None if a == b else f"{path or 'plan'}: {a!r} vs {b!r}"
 
 
-def check_plans(runs: list[Run]) -> None:
-    """Refuse, with the reason, runs whose steps did not all run one plan."""
+def plan_groups(runs: list[Run]) -> dict[str, list[Run]]:
+    """The runs by plan name, in the order given, each run labelled within its plan; refuses a
+    run whose steps name several plans, and runs of one plan name with different settings."""
     for run in runs:
         names = {str(s.meta["plan"]) for s in run.steps if s.meta.get("plan")} | ({run.plan_name} - {""})
         if len(names) > 1:
             raise EsbperfError(f"{run.dir}: mixed plans in one run ({', '.join(sorted(names))}); "
                                "its steps cannot be reported together")
-    first = runs[0]
-    for other in runs[1:]:
-        if other.plan_name != first.plan_name:
-            raise EsbperfError(f"runs of different plans cannot be compared step by step: {first.name} ran "
-                               f"{first.plan_name or '(no plan name)'!r}, {other.name} ran "
-                               f"{other.plan_name or '(no plan name)'!r}; report them separately")
-        diff = first_difference(first.plan, other.plan)
-        if diff:
-            raise EsbperfError(f"{first.name} and {other.name} ran plan {first.plan_name!r} with different "
-                               f"settings ({diff}); compare runs of one plan")
+    groups: dict[str, list[Run]] = {}
+    for run in runs:
+        groups.setdefault(run.plan_name, []).append(run)
+    for members in groups.values():
+        first = members[0]
+        for other in members[1:]:
+            diff = first_difference(first.plan, other.plan)
+            if diff:
+                raise EsbperfError(f"{first.name} and {other.name} ran plan {first.plan_name!r} with different "
+                                   f"settings ({diff}); compare runs of one plan")
+        label_runs(members)
+    return groups
+
+
+def require_one_plan(groups: dict[str, list[Run]]) -> None:
+    if len(groups) > 1:
+        (a, [first, *_]), (b, [other, *_]) = list(groups.items())[:2]
+        raise EsbperfError(f"runs of different plans cannot be compared step by step: {first.name} ran "
+                           f"{a or '(no plan name)'!r}, {other.name} ran {b or '(no plan name)'!r}; "
+                           "compare the runs of each plan, or `esbperf report` them all (plan by plan)")
 
 
 def ratios(agg: pl.DataFrame, runs: list[Run]) -> pl.DataFrame:

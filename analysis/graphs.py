@@ -68,6 +68,7 @@ class Graph:
     xticks: list[tuple[float, str]] = field(default_factory=list)
     ymax: float | None = None          # fixed top of the y axis (percent scales)
     scenario: str = ""
+    plan: str = ""
     files: dict[str, Path] = field(default_factory=dict)   # filled by draw()
 
 
@@ -132,10 +133,12 @@ def sweeps(rows: pl.DataFrame) -> list[tuple[str, pl.DataFrame, dict]]:
 
 
 def scenario_graphs(agg: pl.DataFrame, scenario: str, labels: dict[tuple[str, str], str],
-                    links: dict[str, float], histograms: dict[tuple, list[tuple[int, int]]]) -> list[Graph]:
-    """Every graph of one scenario from aggregate.csv's rows (iterations already pooled)."""
+                    links: dict[str, float], histograms: dict[tuple, list[tuple[int, int]]],
+                    prefix: str = "") -> list[Graph]:
+    """Every graph of one scenario from aggregate.csv's rows (iterations already pooled) of runs
+    drawn together; file names are <prefix><scenario>-<what>."""
     rows = agg.filter(pl.col("scenario") == scenario)
-    stem = slug(scenario)
+    stem = slug(prefix + scenario)
     graphs = []
     for sweep_name, sweep, axis in sweeps(rows):
         x, div = axis["x"], axis["x_divisor"]
@@ -158,7 +161,7 @@ def scenario_graphs(agg: pl.DataFrame, scenario: str, labels: dict[tuple[str, st
                             limit=links.get(role), limit_label="link capacity") for role in ROLES]
         graphs.append(Graph(f"{stem}-network-vs-{sweep_name}", f"{scenario}: network per host {vs}",
                             ylabel="Mbit/s", panels=[p for p in net_panels if p.series], **common))
-    pct = percentile_graph(rows, scenario, labels, histograms)
+    pct = percentile_graph(rows, scenario, labels, histograms, stem)
     if pct:
         graphs.append(pct)
     for g in graphs:
@@ -172,7 +175,7 @@ def nines(p: float) -> float:
 
 
 def percentile_graph(rows: pl.DataFrame, scenario: str, labels: dict[tuple[str, str], str],
-                     histograms: dict[tuple, list[tuple[int, int]]]) -> Graph | None:
+                     histograms: dict[tuple, list[tuple[int, int]]], stem: str) -> Graph | None:
     """Response-time percentiles at the heaviest step every series has (most users, then largest
     payload), iterations pooled."""
     steps = rows.group_by("payload_bytes", "users").agg(n=pl.len())
@@ -192,7 +195,6 @@ def percentile_graph(rows: pl.DataFrame, scenario: str, labels: dict[tuple[str, 
                              [bottleneck] * len(PERCENTILE_POINTS), target == BASELINE_TARGET, label))
     if not series:
         return None
-    stem = slug(scenario)
     payload_label = chosen["payload_label"][0]
     return Graph(f"{stem}-percentiles", f"{scenario}: response-time percentiles, {users} users, {payload_label}",
                  xlabel="percentile (iterations pooled)", ylabel="response time (ms)",

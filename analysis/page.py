@@ -9,9 +9,12 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import polars as pl
 import yaml
 
 from esbperf import __version__
+from esbperf.analysis import graphs
+from esbperf.analysis.results import Run
 
 if TYPE_CHECKING:
     from esbperf.analysis.report import Analysis
@@ -79,17 +82,17 @@ def _runs_section(analysis: "Analysis") -> str:
     keys = list(dict.fromkeys(k for e in envs for k in e))
     rows = [["folder"] + [escape(str(r.dir)) for r in runs],
             ["label"] + [escape(r.label) for r in runs],
+            ["plan"] + [escape(r.plan_name) for r in runs],
             ["finished steps"] + [str(len(r.steps)) for r in runs],
             ["unfinished steps skipped"] + [str(r.unfinished_steps) for r in runs]]
     rows += [[escape(k)] + [escape(e.get(k, "–")) for e in envs] for k in keys]
     return "<h2 id=\"runs\">Runs and environment</h2>" + table(["", *[r.name for r in runs]], rows, len(runs) + 1)
 
 
-def _plan_section(analysis: "Analysis") -> str:
-    run = analysis.runs[0]
+def _plan_section(plan: str, run: Run) -> str:
     body = (yaml.safe_dump(run.plan, sort_keys=False, allow_unicode=True) if run.plan
             else "(run.json holds no plan settings)")
-    return (f"<h2 id=\"plan\">Plan: {escape(run.plan_name or '(unnamed)')}</h2>"
+    return (f"<h2 id=\"plan-{escape(plan)}\">Plan: {escape(plan or '(unnamed)')}</h2>"
             f"<pre>{escape(body)}</pre>")
 
 
@@ -100,9 +103,10 @@ def _warnings_section(analysis: "Analysis") -> str:
     return f"<h2 id=\"validity\">Validity warnings</h2><ul class=\"warnings\">{items}</ul>"
 
 
-def _scenario_table(analysis: "Analysis", scenario: str) -> str:
-    label = {r.name: r.label for r in analysis.runs}
-    agg = analysis.aggregate.filter(analysis.aggregate["scenario"] == scenario).sort("payload_bytes", "users", "run")
+def _scenario_table(analysis: "Analysis", runs: list[Run], scenario: str) -> str:
+    label = {r.name: r.label for r in runs}
+    agg = (analysis.aggregate.filter(pl.col("scenario") == scenario, pl.col("run").is_in(list(label)))
+           .sort("payload_bytes", "users", "run"))
     headers = ["run", "payload", "users", "iterations", "TPS", "mean RT ms", "p50", "p90", "p99", "p99.9",
                "errors", "ESB CPU %", "bottleneck"]
     rows, classes = [], []
@@ -149,8 +153,7 @@ def _ratios_section(analysis: "Analysis") -> str:
 
 
 def render(analysis: "Analysis", kind: str, folder: Path) -> str:
-    labels = ", ".join(r.label for r in analysis.runs)
-    scenarios = sorted(analysis.summary["scenario"].unique())
+    labels = ", ".join(dict.fromkeys(r.label for r in analysis.runs))
     parts = [
         f"<h1>esbperf {kind}: {escape(labels)}</h1>",
         f"<p class=\"muted\">Generated {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())} by esbperf "
@@ -161,15 +164,19 @@ def render(analysis: "Analysis", kind: str, folder: Path) -> str:
         _warnings_section(analysis),
         _ratios_section(analysis),
     ]
-    for scenario in scenarios:
-        parts.append(f"<h2 id=\"scenario-{escape(scenario)}\">Scenario: {escape(scenario)}</h2>")
-        parts.append("<p class=\"muted\">TPS counts successful transactions only; response times are "
-                     "those of successful transactions; ± is the 95 % confidence interval over iterations. "
-                     "A dotted black line is the no-ESB baseline.</p>")
-        parts.append(_scenario_table(analysis, scenario))
-        figures = "".join(_figure(g, folder) for g in analysis.graphs if g.scenario == scenario)
-        parts.append(f"<div class=\"graphs\">{figures}</div>")
-    parts += [_runs_section(analysis), _plan_section(analysis)]
+    for plan, runs in analysis.plans.items():
+        for scenario in sorted({s.meta["scenario"] for r in runs for s in r.steps}):
+            title = f"Plan {plan}, scenario {scenario}" if len(analysis.plans) > 1 else f"Scenario: {scenario}"
+            parts.append(f"<h2 id=\"{escape(graphs.slug(f'{plan}-{scenario}'))}\">{escape(title)}</h2>")
+            parts.append("<p class=\"muted\">TPS counts successful transactions only; response times are "
+                         "those of successful transactions; ± is the 95 % confidence interval over iterations. "
+                         "A dotted black line is the no-ESB baseline.</p>")
+            parts.append(_scenario_table(analysis, runs, scenario))
+            figures = "".join(_figure(g, folder) for g in analysis.graphs
+                              if g.plan == plan and g.scenario == scenario)
+            parts.append(f"<div class=\"graphs\">{figures}</div>")
+    parts.append(_runs_section(analysis))
+    parts += [_plan_section(plan, runs[0]) for plan, runs in analysis.plans.items()]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>esbperf {kind}: {escape(labels)}</title><style>{STYLE}</style></head><body>\n"
             + "\n".join(parts) + "\n</body></html>\n")

@@ -33,6 +33,7 @@ class Analysis:
     """Everything a report shows, computed once."""
 
     runs: list[Run]
+    plans: dict[str, list[Run]]                      # plan name -> its runs, drawn together
     summary: pl.DataFrame
     aggregate: pl.DataFrame
     histograms: dict[tuple, list[tuple[int, int]]]   # (run, scenario, target, payload, users) -> pooled
@@ -45,7 +46,9 @@ def analyse(run_dirs: list[Path], with_ratios: bool = False) -> Analysis:
     if not run_dirs:
         raise EsbperfError("no run folder given")
     runs = load_runs(run_dirs)
-    comparing.check_plans(runs)
+    plans = comparing.plan_groups(runs)
+    if with_ratios:
+        comparing.require_one_plan(plans)
     rows, per_step = [], {}
     for run in runs:
         for step in run.steps:
@@ -64,10 +67,16 @@ def analyse(run_dirs: list[Path], with_ratios: bool = False) -> Analysis:
             for role in graphing.ROLES:
                 if step.link_mbit(role):
                     links[role] = max(links.get(role, 0.0), step.link_mbit(role))
-    graphs = [g for scenario in sorted(summary["scenario"].unique())
-              for g in graphing.scenario_graphs(agg, scenario, labels, links, histograms)]
-    ratios = comparing.ratios(agg, runs) if with_ratios and len(runs) > 1 else None
-    return Analysis(runs, summary, agg, histograms, ratios, graphs, validity_warnings(runs, summary))
+    graphs = []
+    for plan, members in plans.items():
+        rows_of_plan = agg.filter(pl.col("run").is_in([r.name for r in members]))
+        prefix = f"{plan}-" if len(plans) > 1 else ""   # graph file names stay unique
+        for scenario in sorted(rows_of_plan["scenario"].unique()):
+            for g in graphing.scenario_graphs(rows_of_plan, scenario, labels, links, histograms, prefix):
+                g.plan = plan
+                graphs.append(g)
+    ratios = comparing.ratios(agg, runs) if with_ratios else None
+    return Analysis(runs, plans, summary, agg, histograms, ratios, graphs, validity_warnings(plans, summary))
 
 
 def default_out_dir(runs_dirs: list[Path], kind: str) -> Path:

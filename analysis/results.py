@@ -139,7 +139,7 @@ def load_run(path: Path) -> Run:
 
 
 def load_runs(paths: list[Path]) -> list[Run]:
-    """Load runs and give each a unique name and a label (the target, plus the name if shared)."""
+    """Load runs and give each a unique name (its folder's, with the parent's when two share it)."""
     resolved = [Path(p).resolve() for p in paths]
     for i, p in enumerate(resolved):
         if p in resolved[:i]:
@@ -149,7 +149,11 @@ def load_runs(paths: list[Path]) -> list[Run]:
     for r in runs:
         if names.count(r.dir.name) > 1:
             r.name = f"{r.dir.parent.name}/{r.dir.name}"
+    return runs
+
+
+def label_runs(runs: list[Run]) -> None:
+    """Label runs drawn together: the target, plus the run's name when two share a target."""
     targets = [r.target for r in runs]
     for r in runs:
         r.label = r.target if targets.count(r.target) == 1 else f"{r.target} ({r.name})"
-    return runs

@@ -124,16 +124,19 @@ def write_monitor(folder: Path, role: str, start_ms: int, warmup_end_ms: int, en
 
 def thesis_run(run_dir: Path, target: str, rows_per_step: int, files: int = 2, iterations: int = 1,
                scenario: str = "proxy", duration_s: int = 300, warmup_s: int = 30, seed: int = 1,
-               esb_cpu: float = 40.0) -> Path:
-    """A run of the thesis's two sweeps (payload at 1 user, users at 100 KB) with random logs."""
-    steps = [(label, size, 1) for label, size in THESIS_PAYLOADS.items()]
-    steps += [("100KB", THESIS_PAYLOADS["100KB"], u) for u in THESIS_USERS if u != 1]
-    write_run(run_dir, target, plan=plan_dict(duration_s=duration_s, warmup_s=warmup_s, iterations=iterations))
+               esb_cpu: float = 40.0, sweeps: str = "both", plan: str = "thesis") -> Path:
+    """A run of the thesis's sweeps with random logs: `payload` (1 user), `users` (100 KB) or both."""
+    steps = [(label, size, 1) for label, size in THESIS_PAYLOADS.items()] if sweeps != "users" else []
+    steps += [("100KB", THESIS_PAYLOADS["100KB"], u) for u in THESIS_USERS
+              if sweeps != "payload" and (u != 1 or sweeps == "users")]
+    payloads = sorted({size for _, size, _ in steps})
+    write_run(run_dir, target, plan=plan_dict(plan, payloads=payloads, users=sorted({u for _, _, u in steps}),
+                                             duration_s=duration_s, warmup_s=warmup_s, iterations=iterations))
     roles = ["ws1", "ws2", "ws3", "client"] + ([] if target == "direct" else ["esb"])
     for k, (label, size, users) in enumerate(steps):
         for it in range(1, iterations + 1):
             folder = write_step(step_dir(run_dir, scenario, label, users, it), scenario, target, size, label,
-                                users, it, duration_s=duration_s, warmup_s=warmup_s)
+                                users, it, duration_s=duration_s, warmup_s=warmup_s, plan=plan)
             meta = json.loads((folder / "step.json").read_text())
             write_random_logs(folder, rows_per_step, files, meta["start_ms"], meta["end_ms"],
                               mean_ms=2 + size / 20000 + users / 4, payload_bytes=size,

@@ -28,11 +28,14 @@ def _listing(rows: list[dict], detail) -> str:
     return "; ".join(shown) + more
 
 
-def validity_warnings(runs: list[Run], summary: pl.DataFrame) -> list[str]:
+def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame) -> list[str]:
     out = []
-    if not any(r.is_baseline for r in runs):
-        out.append(f"No no-ESB baseline: no run has target '{BASELINE_TARGET}', so the ESB curves stand "
-                   "alone. Run the same plan against the direct target and report both runs together.")
+    runs = [r for members in plans.values() for r in members]
+    for plan, members in plans.items():
+        if not any(r.is_baseline for r in members):
+            which = f" of plan {plan!r}" if len(plans) > 1 else ""
+            out.append(f"No no-ESB baseline{which}: no run has target '{BASELINE_TARGET}', so the ESB curves "
+                       "stand alone. Run the same plan against the direct target and report both runs together.")
     if len({r.testbed for r in runs}) > 1:
         out.append("The runs were made on different testbeds ("
                    + ", ".join(f"{r.name}: {r.testbed or '?'}" for r in runs) + ").")

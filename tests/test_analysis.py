@@ -318,6 +318,31 @@ def test_bottlenecks_from_the_runner_and_from_the_monitor_files(tmp_path: Path):
     assert verdicts == {1: "ws1:cpu", 20: "esb:cpu", 40: "esb:link-rx"}
 
 
+def test_a_report_of_two_plans_draws_each_plan_apart(tmp_path: Path):
+    """The thesis's sweeps are two plans: one report of both, the ESB beside the baseline in each."""
+    runs = [synthetic.thesis_run(tmp_path / f"{plan}-{target}", target, rows_per_step=300, duration_s=10,
+                                 warmup_s=2, sweeps=sweep, plan=plan)
+            for plan, sweep in (("thesis-payload", "payload"), ("thesis-concurrency", "users"))
+            for target in ("camel", "direct")]
+    analysis = analyse(runs)
+    assert list(analysis.plans) == ["thesis-payload", "thesis-concurrency"]
+    graphs = {g.name: g for g in analysis.graphs}
+    assert set(graphs) == {"thesis-payload-proxy-" + w for w in
+                           ("tps-vs-payload", "response-time-vs-payload", "cpu-vs-payload", "network-vs-payload",
+                            "percentiles")} | {"thesis-concurrency-proxy-" + w for w in
+                           ("tps-vs-users", "response-time-vs-users", "cpu-vs-users", "network-vs-users",
+                            "percentiles")}
+    for name in ("thesis-payload-proxy-tps-vs-payload", "thesis-concurrency-proxy-tps-vs-users"):
+        assert [s.label for s in graphs[name].panels[0].series] == ["camel", "direct"]
+    assert graphs["thesis-concurrency-proxy-tps-vs-users"].panels[0].series[0].x == [1, 20, 40, 80, 160, 320]
+    assert not [w for w in analysis.warnings if "baseline" in w]
+    with pytest.raises(EsbperfError, match="different plans cannot be compared"):
+        analyse(runs, with_ratios=True)
+    with pytest.raises(EsbperfError, match="different plans"):
+        write_report(runs, tmp_path / "cmp", compare=True)
+    assert not (tmp_path / "cmp").exists()
+
+
 def test_data_logs_are_checked_against_the_console_count(tmp_path: Path):
     run = synthetic.write_run(tmp_path / "r", "camel")
     for users, console_tests in ((1, 1030), (20, 2000)):     # 1002 rows in each step's logs
@@ -376,6 +401,7 @@ def test_cli_refuses_bad_input_clearly(tmp_path: Path, run_dir: Path, capsys):
     exact_step(changed, target="direct")
     assert_refused(("compare", str(changed), str(run_dir)), r"different settings \(duration_s: 60 vs 300\)")
 
+    assert_refused(("report", str(run_dir), str(changed)), r"different settings \(duration_s: 300 vs 60\)")
     mixed = synthetic.write_run(tmp_path / "mixed", "camel")
     exact_step(mixed)
     exact_step(mixed, users=20, plan="other")
