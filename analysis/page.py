@@ -24,7 +24,7 @@ body { font-family: sans-serif; margin: 1.5em auto; max-width: 1250px; color: #2
 h1 { font-size: 1.5em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; margin-top: 2em; }
 table { border-collapse: collapse; margin: .5em 0 1em; font-size: .88em; }
 th, td { border: 1px solid #ccc; padding: .2em .5em; text-align: right; vertical-align: top; }
-th { background: #f0f0f0; } td.text, th.text { text-align: left; }
+th { background: #f0f0f0; } td.text, th.text { text-align: left; overflow-wrap: anywhere; }
 tr.bottleneck td { background: #fde8e8; }
 .warnings li { margin: .3em 0; } .warnings { background: #fff6e0; border: 1px solid #e0c070; padding: .5em 2em; }
 .ok { background: #e8f6e8; border: 1px solid #9c9; padding: .5em 1em; }
