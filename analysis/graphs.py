@@ -195,8 +195,8 @@ def percentile_graph(rows: pl.DataFrame, scenario: str, labels: dict[tuple[str, 
                              [bottleneck] * len(PERCENTILE_POINTS), target == BASELINE_TARGET, label))
     if not series:
         return None
-    payload_label = chosen["payload_label"][0]
-    return Graph(f"{stem}-percentiles", f"{scenario}: response-time percentiles, {users} user{'s' * (users != 1)}, {payload_label}",
+    at = f"{users} user{'s' * (users != 1)}, {chosen['payload_label'][0]}"
+    return Graph(f"{stem}-percentiles", f"{scenario}: response-time percentiles, {at}",
                  xlabel="percentile (iterations pooled)", ylabel="response time (ms)",
                  panels=[Panel("", series)], xticks=[(nines(p), f"{p:g}%") for p in (50, 90, 99, 99.9, 99.99)])
 
