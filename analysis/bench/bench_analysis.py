@@ -88,8 +88,10 @@ def child_bare(run: str) -> None:
     print(json.dumps({"rows": rows, "seconds": time.perf_counter() - started}))
 
 
-def measure(argv: list[str]) -> tuple[float, float, str]:
-    """Wall seconds, peak RSS (MB) and stdout of one subprocess."""
+def measure(argv: list[str]) -> tuple[float, float, str, float]:
+    """Wall seconds, peak RSS (MB), stdout and CPU seconds (user + system) of one subprocess.
+
+    The CPU time does not grow when other work on the machine slows the wall clock down."""
     started = time.perf_counter()
     with tempfile.TemporaryFile("w+") as out:
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, text=True)
@@ -100,7 +102,7 @@ def measure(argv: list[str]) -> tuple[float, float, str]:
         text = out.read()
     if process.returncode:
         sys.exit(f"benchmark step failed ({process.returncode}): {' '.join(argv)}\n{text}")
-    return seconds, usage.ru_maxrss / 1024, text   # ru_maxrss is in KiB on Linux
+    return seconds, usage.ru_maxrss / 1024, text, usage.ru_utime + usage.ru_stime   # ru_maxrss: KiB
 
 
 def main() -> None:
@@ -120,22 +122,22 @@ def main() -> None:
     run = make_run(args.dir, args.rows)
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}")
 
-    seconds, rss, text = measure([sys.executable, __file__, "--child-parse", str(run)])
+    seconds, rss, text, cpu = measure([sys.executable, __file__, "--child-parse", str(run)])
     result = json.loads(text.strip().splitlines()[-1])
     print(f"parse + aggregate: {result['rows']:,} rows in {result['seconds']:.2f} s = "
           f"{result['rows'] / result['seconds'] / 1e6:.2f} M rows/s "
-          f"({seconds:.2f} s with interpreter start and imports); peak RSS {rss:,.0f} MB")
+          f"({seconds:.2f} s with interpreter start and imports, {cpu:.2f} s of CPU); peak RSS {rss:,.0f} MB")
 
-    _, _, text = measure([sys.executable, __file__, "--child-bare", str(run)])
+    _, _, text, _ = measure([sys.executable, __file__, "--child-bare", str(run)])
     bare = json.loads(text.strip().splitlines()[-1])
     print(f"  the same without malformed-line checks (bench-only query, monitors not read): "
           f"{bare['seconds']:.2f} s = {bare['rows'] / bare['seconds'] / 1e6:.2f} M rows/s")
 
     out = args.dir / f"report-{int(time.time())}"
     esbperf = [sys.executable, "-m", "esbperf", "report", str(run), "--out", str(out)]
-    seconds, rss, _ = measure(esbperf)
+    seconds, rss, _, cpu = measure(esbperf)
     print(f"esbperf report (10 steps, {len(list((out / 'graphs').glob('*.png')))} graphs): "
-          f"{seconds:.2f} s wall; peak RSS {rss:,.0f} MB")
+          f"{seconds:.2f} s wall, {cpu:.2f} s of CPU; peak RSS {rss:,.0f} MB")
     shutil.rmtree(out)
     print(f"data kept for reruns in {args.dir} (delete it when done)")
 
