@@ -63,6 +63,8 @@ http {{
     listen {host}:{port};
     root {d}/answers;
     default_type "text/xml; charset=utf-8";
+    open_file_cache max=16 inactive=600s;
+    open_file_cache_valid 600s;
     # The static module refuses POST (405); this serves the file anyway, as a GET would.
     error_page 405 =200 $uri;
   }}
