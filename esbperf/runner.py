@@ -324,7 +324,9 @@ def _execute_interruptibly(run: Run, client: ControlClient, agents: list[dict], 
 @click.option("--resume", "resume_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Continue this run folder with its first unfinished step.")
 @click.option("--no-verify", is_flag=True, help="Skip checking each scenario once before measuring.")
-def run(plan_name, target_name, only, out, testbed_name, resume_dir, no_verify) -> None:
+@click.option("--report/--no-report", default=True, show_default=True,
+              help="Write the run's report (RUN/report) when the run is complete.")
+def run(plan_name, target_name, only, out, testbed_name, resume_dir, no_verify, report) -> None:
     """Run a sweep plan against a target through the console; one results folder per step."""
     if resume_dir:
         if plan_name or target_name or only:
@@ -342,3 +344,11 @@ def run(plan_name, target_name, only, out, testbed_name, resume_dir, no_verify) 
             the_plan.scenarios = list(only)
         folder = start(the_plan, target_name, topology.load(testbed_name), out, verify=not no_verify)
     click.echo(f"results: {folder}")
+    if report:
+        from esbperf.analysis.report import write_report   # matplotlib only once there is data
+        try:
+            click.echo(f"report: {write_report([folder]) / 'report.html'}")
+        except EsbperfError as e:
+            # The run's data is complete and safe; only its summary failed.
+            click.echo(f"esbperf: the run is complete, but its report failed: {e}; retry with `esbperf report {folder}`",
+                       err=True)
