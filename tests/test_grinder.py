@@ -119,7 +119,7 @@ def listening_addresses(port: int) -> set[str]:
 
 def test_control_api_listens_on_loopback_only(lone_console):
     testbed, _ = lone_console
-    # 0100007F is 127.0.0.1 as the kernel prints it; anything else (0.0.0.0, ::) would be wider.
+    # 0100007F is 127.0.0.1 as the kernel prints it; a wildcard address would be wider.
     assert listening_addresses(testbed.api_port) == {"0100007F"}
     assert listening_addresses(testbed.console_port) == {"0100007F"}
 
