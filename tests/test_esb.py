@@ -160,6 +160,23 @@ def test_back_end_errors_stay_errors(esb_name, running):
         assert answer_headers.get("x-echo-backend") == backend
 
 
+def test_large_answers_one_after_another_on_a_kept_alive_connection(esb_name, running):
+    """Synapse 3.0.1's own sender could leave a back-end connection unreadable after a large
+    answer, and the next request on it hung (esb-projects/README.md): requests in a row, on one
+    client connection, must all come back."""
+    connection = http.client.HTTPConnection(HOST, ESB_PORTS[esb_name], timeout=10)
+    try:
+        for size in (16 * 1024, 1024 * 1024):
+            body = verify.scenarios.contract().buy_stocks(size, "IBM").encode()
+            for attempt in range(6):
+                connection.request("POST", "/proxy/raw", body, {"Content-Type": "text/xml; charset=UTF-8",
+                                                                "SOAPAction": '"buyStocks"'})
+                response = connection.getresponse()
+                assert response.status == 200 and response.read() == body, f"{size} bytes, request {attempt + 1}"
+    finally:
+        connection.close()
+
+
 def test_dead_and_silent_back_ends_give_errors_within_the_timeout(esb_name, failing):
     for attempt in range(2):   # the second try is as quick: a failure is not remembered
         started = time.monotonic()
