@@ -3,6 +3,7 @@ and worker JVMs running Jython 2.7 scenario scripts against real echo services."
 from __future__ import annotations
 
 import glob
+import subprocess
 import json
 import time
 import urllib.error
@@ -179,3 +180,15 @@ def test_console_agent_and_workers_start_on_a_newer_jdk(state_dir, echoes, tmp_p
     finally:
         the_agent.stop()
         console_process.stop()
+
+
+def test_workers_do_not_yield_before_each_timed_section_where_the_jvm_allows():
+    # Grinder calls Thread.yield() before every test; on a busy host that costs a time slice.
+    from esbperf.agent import worker_jvm_args
+    from esbperf.config import AgentConfig
+
+    java = procs.java_executable()
+    args = worker_jvm_args(java, AgentConfig.load())
+    major = int(subprocess.run([java, "-XshowSettings:properties", "-version"], capture_output=True, text=True)
+                .stderr.split("java.specification.version = ")[1].split()[0])
+    assert ("-XX:+DontYieldALot" in args) == (major < 23)
