@@ -13,14 +13,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import re
-import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-from esbperf import procs, testbed, topology
+from esbperf import procs, testbed, topology, wrk
 from esbperf.echo import wsdl_answers
 from esbperf.errors import EsbperfError
 
@@ -34,35 +31,19 @@ def cpu_busy() -> tuple[int, int]:
     return sum(fields) - idle, sum(fields)
 
 
-# wrk's own summary rounds the bytes read; its done() hook gives them exactly.
-WRK_SCRIPT = """
-wrk.method = "POST"
-wrk.body = string.rep("x", {body})
-wrk.headers["Content-Type"] = "application/octet-stream"
-function done(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format("RESULT %d %d %d %d %d\\n", summary.requests, summary.bytes, summary.duration,
-                         e.status, e.connect + e.read + e.write + e.timeout))
-end
-"""
-
-
-def wrk(tb: topology.Testbed, url: str, script: Path, seconds: int, connections: int) -> dict:
+def run_wrk(tb: topology.Testbed, url: str, body: int, seconds: int, connections: int) -> dict:
+    """wrk in the client's namespace; the machine's CPU busy share while it ran."""
     before = cpu_busy()
-    argv = tb.command("client", ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "-s", str(script), url])
-    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    r = wrk.run(url, b"x" * body, connections, seconds, threads=2,
+                headers={"Content-Type": "application/octet-stream"}, wrap=lambda argv: tb.command("client", argv))
     after = cpu_busy()
-    result = re.search(r"^RESULT (\d+) (\d+) (\d+) (\d+) (\d+)$", out, re.MULTILINE)
-    if not result:
-        raise EsbperfError(f"unexpected wrk output:\n{out}")
-    requests, read, micros, bad, errors = map(int, result.groups())
-    return {"tps": requests / (micros / 1e6), "requests": requests, "read_bytes": read,
-            "non_2xx": bad, "socket_errors": errors, "cpu_busy": (after[0] - before[0]) / (after[1] - before[1])}
+    return {"tps": r.rps, "requests": r.requests, "read_bytes": r.bytes_read, "non_2xx": r.non_2xx,
+            "socket_errors": r.errors - r.non_2xx, "cpu_busy": (after[0] - before[0]) / (after[1] - before[1])}
 
 
-def measure(tb, url, script, args, label, link_mbit, body) -> dict:
-    wrk(tb, url, script, WARMUP_S, args.connections)
-    r = wrk(tb, url, script, args.seconds, args.connections)
+def measure(tb, url, args, label, link_mbit, body) -> dict:
+    run_wrk(tb, url, body, WARMUP_S, args.connections)
+    r = run_wrk(tb, url, body, args.seconds, args.connections)
     per_answer = r["read_bytes"] / max(r["requests"], 1)
     if r["non_2xx"] or r["socket_errors"] or per_answer < body:
         raise EsbperfError(f"{label}: the echo did not answer every request in full "
@@ -82,8 +63,7 @@ def main() -> None:
     parser.add_argument("--size-kb", type=int, default=100, help="body size in KiB")
     parser.add_argument("--runtime", default="jaxws", choices=["jaxws", "cxf"], help="the echo's runtime")
     args = parser.parse_args()
-    if shutil.which("wrk") is None:
-        raise EsbperfError("wrk is not installed (Debian: apt-get install wrk)")
+    wrk.require()
     tb = topology.load(args.testbed, default="emulated")
     if testbed.status(tb)["state"] != "down":
         raise EsbperfError(f"testbed {tb.name} is already up (a demo running?); bring it down first")
@@ -93,17 +73,15 @@ def main() -> None:
     unlimited = dataclasses.replace(tb, hosts={r: dataclasses.replace(h, link_mbit=None) for r, h in tb.hosts.items()})
     results = []
     with tempfile.TemporaryDirectory() as tmp, testbed.emulated(tb):
-        script = Path(tmp) / "post.lua"
-        script.write_text(WRK_SCRIPT.format(body=body))
         echo = procs.Process("echo ws1", tb.command("ws1", [
             sys.executable, "-m", "esbperf", "echo", "--id", "ws1", "--runtime", args.runtime,
             "--listen", f"{ws1.address}:{ws1.echo_port}"]), Path(tmp) / "echo.log").start()
         try:
             echo.wait_until(lambda: wsdl_answers(ws1.address, ws1.echo_port), 90, "its WSDL answering")
             link = min(tb.hosts["client"].link_mbit or 0, ws1.link_mbit or 0) or None
-            results.append(measure(tb, url, script, args, "rate-limited", link, body))
+            results.append(measure(tb, url, args, "rate-limited", link, body))
             testbed.up(unlimited)                   # same testbed, qdiscs removed
-            results.append(measure(tb, url, script, args, "unlimited", None, body))
+            results.append(measure(tb, url, args, "unlimited", None, body))
         finally:
             echo.stop()
     print(f"raw echo ({args.runtime}) of {args.size_kb} KiB bodies, client -> ws1, wrk -t2 -c{args.connections}, "

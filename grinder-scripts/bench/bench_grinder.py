@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import resource
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from esbperf import agent, console, procs, topology
+from esbperf import agent, console, procs, topology, wrk
 from esbperf.console import ControlClient, statistics
 from esbperf.echo import start_echo
 from esbperf.project import CONTROL_API, GRINDER_HOME, HTTP_CLIENT, JAXWS_ECHO, ensure_built
@@ -51,28 +49,15 @@ def children(pid: int) -> list[int]:
 
 
 def run_wrk(size: int, connections: int, seconds: int, keepalive: bool, echo_pid: int) -> dict:
-    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as lua:
-        lua.write(f'wrk.method = "POST"\nwrk.body = string.rep("x", {size})\n'
-                  'wrk.headers["Content-Type"] = "text/xml; charset=UTF-8"\n'
-                  'wrk.headers["SOAPAction"] = \'"bench"\'\n')
-        if not keepalive:
-            lua.write('wrk.headers["Connection"] = "close"\n')
-    url = f"http://{HOST}:{ECHO_PORT}/raw"
-    command = ["wrk", "-t1", f"-c{connections}", "-s", lua.name, url]
-    subprocess.run(command + ["-d3s"], capture_output=True)   # warm-up
-    before_child = resource.getrusage(resource.RUSAGE_CHILDREN)
-    before_server = cpu_ms([echo_pid])
-    out = subprocess.run(command + [f"-d{seconds}s", "--latency"], capture_output=True, text=True).stdout
-    after_child = resource.getrusage(resource.RUSAGE_CHILDREN)
-    server = cpu_ms([echo_pid]) - before_server
-    os.unlink(lua.name)
-    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-    total = int(re.search(r"(\d+) requests in", out).group(1))
-    errors = sum(int(n) for n in re.findall(r"(?:Non-2xx or 3xx responses|Socket errors:.*?(?:connect|read|write|timeout))\s*:?\s*(\d+)", out))
-    mean = re.search(r"Latency\s+([\d.]+)(us|ms|s)", out)
-    mean_ms = float(mean.group(1)) * {"us": 0.001, "ms": 1, "s": 1000}[mean.group(2)]
+    url, body = f"http://{HOST}:{ECHO_PORT}/raw", b"x" * size
+    headers = {"Content-Type": "text/xml; charset=UTF-8", "SOAPAction": '"bench"'}
+    wrk.run(url, body, connections, 3, headers=headers, keepalive=keepalive)   # warm-up
+    before_child, before_server = resource.getrusage(resource.RUSAGE_CHILDREN), cpu_ms([echo_pid])
+    result = wrk.run(url, body, connections, seconds, headers=headers, keepalive=keepalive)
+    after_child, server = resource.getrusage(resource.RUSAGE_CHILDREN), cpu_ms([echo_pid]) - before_server
     client = ((after_child.ru_utime + after_child.ru_stime) - (before_child.ru_utime + before_child.ru_stime)) * 1000
-    return {"tps": rps, "mean_ms": mean_ms, "errors": errors, "client_ms": client / total, "server_ms": server / total}
+    return {"tps": result.rps, "mean_ms": result.mean_ms, "errors": result.errors,
+            "client_ms": client / result.requests, "server_ms": server / result.requests}
 
 
 def run_grinder(client: ControlClient, agent_pid: int, echo_pid: int, properties: dict, warmup: int, seconds: int) -> dict:

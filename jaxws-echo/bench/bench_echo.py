@@ -13,8 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,66 +21,32 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from esbperf import procs
+from esbperf import nginx, procs, scenarios, wrk
 from esbperf.echo import start_echo
 from esbperf.errors import EsbperfError
 
 HOST = "127.0.0.1"
 PORTS = {"jaxws": 18201, "cxf": 18202, "nginx": 18203}
-NS = "http://ws.webservice.korsdrag.datanizze.se/"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
-# wrk reads the body once; done() prints one machine-readable line (latencies in µs).
-WRK_SCRIPT = """
-local f = assert(io.open(os.getenv("BENCH_BODY"), "rb"))
-wrk.method = "POST"
-wrk.body = f:read("*a")
-f:close()
-wrk.headers["Content-Type"] = "text/xml; charset=utf-8"
-wrk.headers["SOAPAction"] = '"echoMessage"'
-done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format("RESULT %d %d %d %d %d\\n", summary.requests, summary.duration,
-    latency:percentile(50), latency:percentile(99), e.connect + e.read + e.write + e.status + e.timeout))
-end
-"""
-
-NGINX_CONF = """daemon off;
-worker_processes auto;
-pid {d}/nginx.pid;
-error_log {d}/error.log warn;
-events {{ worker_connections 1024; }}
-http {{
-  access_log off;
-  client_body_temp_path {d}/body;
-  proxy_temp_path {d}/proxy;
-  fastcgi_temp_path {d}/fastcgi;
-  uwsgi_temp_path {d}/uwsgi;
-  scgi_temp_path {d}/scgi;
-  server {{
-    listen {host}:{port};
-    root {d}/answers;
+# nginx as a reference that does no SOAP work: it serves, from a file, the bytes the echo answers.
+NGINX_SERVER = """    root {answers};
     default_type "text/xml; charset=utf-8";
     open_file_cache max=16 inactive=600s;
     open_file_cache_valid 600s;
     # The static module refuses POST (405); this serves the file anyway, as a GET would.
-    error_page 405 =200 $uri;
-  }}
-}}
-"""
+    error_page 405 =200 $uri;"""
+HEADERS = {"Content-Type": "text/xml; charset=utf-8", "SOAPAction": '"echoMessage"'}
 
 
 def envelope(size: int) -> bytes:
-    """A thesis request of exactly `size` bytes (the message is padded)."""
-    head = (f'<soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" xmlns:ws="{NS}">'
-            "<soapenv:Header/><soapenv:Body><ws:echoMessage><id>1</id><message>")
-    tail = "</message></ws:echoMessage></soapenv:Body></soapenv:Envelope>"
-    return (head + "x" * (size - len(head) - len(tail)) + tail).encode()
+    """A thesis request of exactly `size` bytes (grinder-scripts/contract.py)."""
+    contract = scenarios.contract()
+    return contract.thesis_envelope(1, contract.thesis_message(size, 1)).encode()
 
 
 def post(port: int, path: str, body: bytes) -> bytes:
-    request = urllib.request.Request(f"http://{HOST}:{port}{path}", data=body, method="POST",
-                                     headers={"Content-Type": "text/xml; charset=utf-8", "SOAPAction": '"echoMessage"'})
+    request = urllib.request.Request(f"http://{HOST}:{port}{path}", data=body, method="POST", headers=HEADERS)
     with urllib.request.urlopen(request, timeout=30) as response:
         return response.read()
 
@@ -100,32 +64,19 @@ def cpu_seconds(group: int) -> float:
     return ticks / CLOCK_TICKS
 
 
-def run_wrk(port: int, path: str, body_file: Path, script: Path, connections: int, seconds: int) -> dict:
-    argv = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "10s", "-s", str(script),
-            f"http://{HOST}:{port}{path}"]
-    out = subprocess.run(argv, capture_output=True, text=True, env=dict(os.environ, BENCH_BODY=str(body_file)),
-                         timeout=seconds + 60)
-    line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
-    if line is None:
-        raise EsbperfError(f"wrk printed no result: {out.stderr.strip() or out.stdout.strip()}")
-    requests, micros, p50, p99, errors = map(int, line.split()[1:])
-    return {"requests": requests, "rps": requests / (micros / 1e6), "p50_ms": p50 / 1000, "p99_ms": p99 / 1000,
-            "errors": errors}
+def run_wrk(port: int, path: str, body: bytes, connections: int, seconds: int) -> dict:
+    r = wrk.run(f"http://{HOST}:{port}{path}", body, connections, seconds, headers=HEADERS)
+    return {"requests": r.requests, "rps": r.rps, "p50_ms": r.p50_ms, "p99_ms": r.p99_ms, "errors": r.errors}
 
 
 def start_nginx(workdir: Path, answers: dict[int, bytes]) -> procs.Process:
-    """nginx on loopback with its own config, answering /answer-<size>.xml with fixed bytes."""
+    """nginx on loopback answering /answer-<size>.xml with fixed bytes."""
     (workdir / "answers").mkdir(parents=True)
     for size, answer in answers.items():
         (workdir / "answers" / f"answer-{size}.xml").write_bytes(answer)
-    (workdir / "nginx.conf").write_text(NGINX_CONF.format(d=workdir, host=HOST, port=PORTS["nginx"]))
-    for path in [workdir.parent, workdir, *workdir.rglob("*")]:
-        path.chmod(0o755)  # workers run as an unprivileged user when started by root
-    procs.check_port_free(HOST, PORTS["nginx"], "nginx reference")
-    process = procs.Process("nginx", ["nginx", "-p", str(workdir), "-c", str(workdir / "nginx.conf")],
-                            workdir / "nginx.out").start()
-    process.wait_until(lambda: procs.port_open(HOST, PORTS["nginx"]), 10, "listening")
-    return process
+    workdir.parent.chmod(0o755)   # nginx's unprivileged workers must reach the answers
+    return nginx.start(workdir, HOST, PORTS["nginx"], NGINX_SERVER.format(answers=workdir / "answers"),
+                       "nginx reference")
 
 
 @dataclass
@@ -136,9 +87,9 @@ class Target:
     pid: int                     # its process group, for the CPU figures
 
 
-def measure(target: Target, size: int, connections: int, body: Path, script: Path, seconds: int) -> dict:
+def measure(target: Target, size: int, connections: int, body: bytes, seconds: int) -> dict:
     before, started = cpu_seconds(target.pid), time.monotonic()
-    figures = run_wrk(target.port, target.path(size), body, script, connections, seconds)
+    figures = run_wrk(target.port, target.path(size), body, connections, seconds)
     cpu = cpu_seconds(target.pid) - before
     figures.update(size=size, connections=connections, target=target.name,
                    cpu_percent=100 * cpu / (time.monotonic() - started),
@@ -157,9 +108,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args()
     procs.raise_on_sigterm()  # so a SIGTERM still stops the servers (as Ctrl-C does)
-    for tool in ("wrk", "nginx"):
-        if shutil.which(tool) is None:
-            raise EsbperfError(f"{tool} is not installed (Debian: apt-get install -y wrk nginx)")
+    wrk.require()
     print("bench: load average before: %.1f %.1f %.1f" % os.getloadavg(), flush=True)
 
     results = []
@@ -169,8 +118,7 @@ def main() -> int:
                   for runtime in ("jaxws", "cxf")}
         bodies, answers = {}, {}
         for size in args.sizes:
-            bodies[size] = work / f"request-{size}.xml"
-            bodies[size].write_bytes(envelope(size))
+            bodies[size] = envelope(size)
             answers[size] = post(PORTS["jaxws"], "/echo", envelope(size))
             if post(PORTS["cxf"], "/echo", envelope(size)).count(b"[echoed by ws1]") != 1:
                 raise EsbperfError("the CXF echo did not answer the benchmark request correctly")
@@ -178,8 +126,6 @@ def main() -> int:
         for size in args.sizes:
             if post(PORTS["nginx"], f"/answer-{size}.xml", envelope(size)) != answers[size]:
                 raise EsbperfError(f"nginx does not answer as configured; see {work / 'nginx'}")
-        script = work / "post.lua"
-        script.write_text(WRK_SCRIPT)
         targets = [Target(runtime, PORTS[runtime], lambda s: "/echo", p.pid) for runtime, p in echoes.items()]
         if args.raw:
             targets += [Target(f"{runtime}-raw", PORTS[runtime], lambda s: "/raw", p.pid) for runtime, p in echoes.items()]
@@ -189,12 +135,12 @@ def main() -> int:
               f"{'CPU %':>6} {'CPU µs/req':>10} {'vs nginx':>8} {'errors':>6}", flush=True)
         for size in args.sizes:
             for target in targets[:-1]:  # the JIT needs traffic; nginx does not
-                run_wrk(target.port, target.path(size), bodies[size], script, 20, args.warmup)
+                run_wrk(target.port, target.path(size), bodies[size], 20, args.warmup)
             for connections in args.connections:
                 rounds = []
                 for k in range(args.rounds):  # alternate the order, so a drift in load hits all alike
                     order = targets if k % 2 == 0 else targets[::-1]
-                    rounds.append({t.name: measure(t, size, connections, bodies[size], script, args.duration)
+                    rounds.append({t.name: measure(t, size, connections, bodies[size], args.duration)
                                    for t in order})
                 # The best round per target: on a shared machine, the least disturbed one.
                 row = [max((r[t.name] for r in rounds), key=lambda f: f["rps"]) for t in targets]
