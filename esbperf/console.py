@@ -63,14 +63,8 @@ def console_process(testbed: Testbed, cfg: ConsoleConfig | None = None,
 def start_console(testbed: Testbed, cfg: ConsoleConfig | None = None, workdir: Path | None = None,
                   timeout: float = 30) -> procs.Process:
     """Start the console and return once its control API answers."""
-    process = console_process(testbed, cfg, workdir).start()
-    client = ControlClient(testbed.api_url)
-    try:
-        process.wait_until(client.answers, timeout, "its control API answering at " + testbed.api_url)
-    except BaseException:
-        process.stop()
-        raise
-    return process
+    return console_process(testbed, cfg, workdir).start_until(
+        ControlClient(testbed.api_url).answers, timeout, "its control API answering at " + testbed.api_url)
 
 
 class ControlClient:

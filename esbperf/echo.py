@@ -68,14 +68,8 @@ def echo_process(backend_id: str, host: str, port: int, runtime: str = "jaxws", 
 def start_echo(backend_id: str, host: str, port: int, runtime: str = "jaxws", delay_ms: int = 0,
                workdir: Path | None = None, timeout: float = 60, **options) -> procs.Process:
     """Start an echo back end and return once its WSDL answers; stop it if it does not."""
-    process = echo_process(backend_id, host, port, runtime, delay_ms, workdir, **options).start()
-    try:
-        process.wait_until(lambda: wsdl_answers(host, port), timeout,
-                           f"its WSDL answering at {base_url(host, port)}/echo?wsdl")
-    except BaseException:
-        process.stop()
-        raise
-    return process
+    return echo_process(backend_id, host, port, runtime, delay_ms, workdir, **options).start_until(
+        lambda: wsdl_answers(host, port), timeout, f"its WSDL answering at {base_url(host, port)}/echo?wsdl")
 
 
 def parse_listen(listen: str) -> tuple[str, int]:

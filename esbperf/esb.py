@@ -161,16 +161,8 @@ def answers(host: str, port: int) -> bool:
 def start_esb(name: str, host: str, port: int, backends: dict[str, str], workdir: Path | None = None,
               backend_timeout_s: int = 120, timeout: float = 90) -> procs.Process:
     """Start an ESB and return once it answers on host:port; stop it if it does not."""
-    process = esb_process(name, host, port, backends, workdir, backend_timeout_s).start()
-    try:
-        process.wait_until(lambda: answers(host, port), timeout, f"answering at {_url(host, port)}")
-    except EsbperfError as e:
-        process.stop()
-        raise EsbperfError(f"{e}\n{process.tail(15)}") from None
-    except BaseException:
-        process.stop()
-        raise
-    return process
+    return esb_process(name, host, port, backends, workdir, backend_timeout_s).start_until(
+        lambda: answers(host, port), timeout, f"answering at {_url(host, port)}")
 
 
 def parse_listen(listen: str) -> tuple[str, int]:

@@ -96,7 +96,17 @@ class Process:
             if ready():
                 return
             time.sleep(0.1)
-        raise EsbperfError(f"{self.name} did not get {what} within {timeout:.0f} s; see {self.log}")
+        raise EsbperfError(f"{self.name} did not get {what} within {timeout:.0f} s; see {self.log}:\n{self.tail()}")
+
+    def start_until(self, ready: Callable[[], bool], timeout: float, what: str) -> "Process":
+        """Start, and return once `ready()`; if it dies or times out, stop it and raise with its log's end."""
+        self.start()
+        try:
+            self.wait_until(ready, timeout, what)
+        except BaseException:
+            self.stop()
+            raise
+        return self
 
     def stop(self, grace: float = 10.0) -> None:
         if not self.alive():
