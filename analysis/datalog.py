@@ -77,6 +77,9 @@ def _scan(path: Path, index: int) -> _Scan:
         raise EsbperfError(f"{path}: not a Grinder data log: its header lacks {missing[0]!r} "
                            f"(header: {header[:120]!r})")
     complete_rows = complete_data_lines(path)
+    if complete_rows == 0 or path.stat().st_size <= len(header.encode()) + 2:
+        # No transaction at all: e.g. an agent whose threads had no user in this step.
+        return _Scan(None, 0 if complete_rows is None else 1, all(n in names for n in CUSTOM))
     # Known columns are integers; any other custom statistic may be fractional.
     raw = [f"c{i}" for i in range(len(names))]
     schema = {r: (pl.Int64 if n in STANDARD or n in CUSTOM else pl.Float64) for r, n in zip(raw, names)}

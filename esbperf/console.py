@@ -164,6 +164,21 @@ class ControlClient:
         return {w["id"] for a in self.agents() for w in a.get("workers", [])
                 if w["state"] in ("STARTED", "RUNNING")}
 
+    def settle(self, quiet_s: float = 2.5, timeout: float = 60) -> None:
+        """Stop every worker and return once none has run for `quiet_s`: a worker launched just
+        before (say by a runner that was killed) takes a moment to report, and must not be
+        mistaken for one of ours."""
+        self.stop_workers()
+        deadline = time.monotonic() + timeout
+        quiet_since = time.monotonic()
+        while time.monotonic() - quiet_since < quiet_s:
+            if self.running_workers():
+                self.stop_workers()
+                quiet_since = time.monotonic()
+            if time.monotonic() > deadline:
+                raise EsbperfError(f"workers are still running {timeout:.0f} s after a stop signal; see the agents' logs")
+            time.sleep(0.2)
+
     def start_workers_and_wait(self, properties: dict[str, Any], count: int, timeout: float = 60) -> set[str]:
         """Start workers on every agent and return the ids of the `count` new ones.
 

@@ -131,12 +131,6 @@ class StepRunner:
         run, plan, client = self.run, self.run.plan, self.client
         tmp = results.begin_step(run.dir, step)
         processes, threads = plan.processes_threads(step.users, self.agents)
-        # Workers left by an interrupted run (or anyone else) must be gone before we start.
-        leftovers = client.running_workers()
-        if leftovers:
-            client.stop_workers()
-            if not client.wait_workers_finished(leftovers, 30):
-                raise EsbperfError("workers from an earlier start are still running 30 s after a stop signal")
         client.recording("stop")
         client.recording("reset")
         client.recording("start")
@@ -164,6 +158,10 @@ class StepRunner:
         finally:
             if not stopped:
                 client.stop_workers()
+        logs = list((tmp / "logs").glob("*-data.log"))
+        if len(logs) < len(workers):
+            raise EsbperfError(f"{len(workers)} workers ran the step but {len(logs)} data logs reached {tmp / 'logs'}; "
+                               "the step is not kept (were other workers running on the agents?)")
         results.write_json(tmp / "console.json", console_data)
         monitoring = self._collect_monitors(tmp, start_ms, warmup_end_ms, end_ms)
         record = {
@@ -233,6 +231,8 @@ def execute(run: Run, client: ControlClient, agents: list[dict], roles: list[str
     steps = run.plan.steps()
     todo = [s for s in steps if not results.is_finished(run.dir, s)]
     client.timeout = 30
+    # Workers left by an interrupted run (or anyone else) must be gone before the first step.
+    client.settle()
     client.distribute()
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), TextColumn("{task.fields[live]}"), console=console) as progress:
@@ -348,7 +348,7 @@ def run(plan_name, target_name, only, out, testbed_name, resume_dir, no_verify, 
         from esbperf.analysis.report import write_report   # matplotlib only once there is data
         try:
             click.echo(f"report: {write_report([folder]) / 'report.html'}")
-        except EsbperfError as e:
+        except Exception as e:   # noqa: BLE001 - whatever went wrong, the run itself is complete
             # The run's data is complete and safe; only its summary failed.
             click.echo(f"esbperf: the run is complete, but its report failed: {e}; retry with `esbperf report {folder}`",
                        err=True)

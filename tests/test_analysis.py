@@ -97,6 +97,17 @@ def test_warmup_is_cut_at_the_exact_timestamp(tmp_path: Path):
     assert (stats.warmup_rows, stats.late_rows, stats.transactions) == (1, 1, 2)
 
 
+def test_a_log_with_only_its_header_adds_nothing(tmp_path: Path):
+    # An agent whose threads had no user in a step (1 user over 2 agents) writes just the header.
+    header = ("Thread, Run, Test, Start time (ms since Epoch), Test time, Errors, "
+              "HTTP status, Request bytes, Response bytes\n")
+    (tmp_path / "a-0-data.log").write_text(header + "0, 0, 1, 1000, 5, 0, 200, 10, 10\n")
+    (tmp_path / "b-0-data.log").write_text(header)
+    stats = log_stats(sorted(tmp_path.glob("*-data.log")), 0, 2000)
+    assert (stats.transactions, stats.errors, stats.malformed_lines, stats.request_bytes) == (1, 0, 0, 10)
+    assert log_stats([tmp_path / "b-0-data.log"], 0, 2000).transactions == 0
+
+
 def test_corrupted_lines_are_counted_and_skipped(tmp_path: Path):
     good = [ok_row(WARMUP_END + i, 10 + i) for i in range(4)]
     garbage = (b"this is not a row\n"

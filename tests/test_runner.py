@@ -117,7 +117,10 @@ def test_resume_after_a_kill_continues_and_loses_nothing(grinder, echoes, testbe
     assert "resuming" in output and "1 of 3 steps already finished" in output
     assert fingerprint(run_dir / "proxy/1KB/1/iter-1") == kept, "a finished step must not change"
     for size in ("1KB", "2KB", "3KB"):
-        assert totals(run_dir / f"proxy/{size}/1/iter-1")["Tests"] > 0
+        step = run_dir / f"proxy/{size}/1/iter-1"
+        assert totals(step)["Tests"] > 0
+        assert len(data_rows(step)) >= totals(step)["Tests"], f"{size}: the step's own data logs hold its transactions"
+    assert (run_dir / "report" / "report.html").is_file(), "the resumed run ends with its report"
     assert list(run_dir.glob("proxy/2KB/1/.aborted-iter-1-*")), "the interrupted step's data is kept aside"
     assert json.loads((run_dir / "run.json").read_text())["finished"]
 
