@@ -38,7 +38,7 @@ def run_demo(testbed_name: str | Path, esb: str, out: Path, console: Console,
     if esb not in testbed.targets:
         raise EsbperfError(f"{testbed.path} has no target '{esb}' (known: {', '.join(testbed.targets)})")
     the_plans = [plans.load(name) for name in plan_names]
-    demo_dir = out / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
+    demo_dir = out.resolve() / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
     demo_dir.mkdir(parents=True, exist_ok=False)
     workdir = state_dir() / demo_dir.name
     brought_up = []

@@ -86,7 +86,8 @@ def step_properties(run: Run, step: plans.Step, processes: int, threads: int, lo
         "grinder.runs": 0,
         # A safety net only: the runner stops the workers at the end of the measurement.
         "grinder.duration": int((plan.step_seconds() + 60) * 1000),
-        "grinder.logDirectory": str(log_dir),
+        # Absolute: an agent resolves a relative folder against its own working folder.
+        "grinder.logDirectory": str(log_dir.resolve()),
         "esbperf.users": step.users,
         "esbperf.scenario": step.scenario,
         "esbperf.target.kind": target.kind,
@@ -269,7 +270,7 @@ def start(plan: plans.Plan, target_name: str, testbed: topology.Testbed, out: Pa
     client = ControlClient(testbed.api_url)
     agents = preflight(client, target, plan, testbed, verify, console.print)
     roles = monitored_roles(testbed)
-    run_dir = results.new_run_dir(out, f"{plan.name}-{target.name}-{time.strftime('%Y%m%d-%H%M%S')}")
+    run_dir = results.new_run_dir(out.resolve(), f"{plan.name}-{target.name}-{time.strftime('%Y%m%d-%H%M%S')}")
     run = Run(run_dir, plan, target, testbed, _record(plan, target, testbed, agents, client.version()))
     run.record["monitored_roles"] = roles
     results.write_json(run_dir / results.RUN_FILE, run.record)
@@ -282,6 +283,7 @@ def start(plan: plans.Plan, target_name: str, testbed: topology.Testbed, out: Pa
 def resume(run_dir: Path, verify: bool = True, console: Console | None = None) -> Path:
     """Continue a run with its first unfinished step, using the plan and target it recorded."""
     console = console or Console()
+    run_dir = run_dir.resolve()
     record = results.read_json(run_dir / results.RUN_FILE)
     plan = plans.Plan.from_dict(record["plan"], f"{run_dir / results.RUN_FILE} (plan)")
     testbed = topology.load(record["testbed"]["file"])

@@ -40,10 +40,12 @@ def data_rows(step_dir: Path) -> list[list[str]]:
 
 
 @pytest.mark.slow
-def test_smoke_plan_end_to_end_against_the_baseline(grinder, echoes, testbed_file, tmp_path):
+def test_smoke_plan_end_to_end_against_the_baseline(grinder, echoes, testbed_file, tmp_path, monkeypatch):
     the_plan = plans.load(write_plan(tmp_path / "mini.yaml", scenarios=["proxy", "cbr-raw"],
                                      payloads=["1KB", "50KB"], users=[1, 3]))
-    run_dir = runner.start(the_plan, "direct", topology.load(testbed_file), tmp_path / "results")
+    monkeypatch.chdir(tmp_path)   # a relative results folder, as `--out results` gives
+    run_dir = runner.start(the_plan, "direct", topology.load(testbed_file), Path("results"))
+    assert run_dir.is_absolute() and run_dir.parent == tmp_path / "results"
     record = json.loads((run_dir / "run.json").read_text())
     assert record["finished"] and record["plan"]["name"] == "mini" and len(record["agents"]) == 2
     assert record["environment"]["git"]["commit"]
