@@ -9,6 +9,9 @@ once. Answers are checked through a small interface both sides provide:
     answer.header(name)  a header's value, any case of name, or None
     answer.text          the body as text
 """
+# Unicode text under Jython too: the answer's text is unicode, and comparing it with a byte
+# string would decode the whole request again for every transaction.
+from __future__ import unicode_literals
 
 SOAP_ENV = "http://schemas.xmlsoap.org/soap/envelope/"
 THESIS_NS = "http://ws.webservice.korsdrag.datanizze.se/"
