@@ -204,7 +204,7 @@ class ControlClient:
                        if w["id"] in workers and w["state"] in ("STARTED", "RUNNING")]
             if not running:
                 return True
-            time.sleep(0.2)
+            time.sleep(0.05)   # this wait is every step's stop: keep it short
         return False
 
 
