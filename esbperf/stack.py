@@ -31,6 +31,7 @@ def _service_port(testbed: Testbed, role: str, kind: str, esb: str | None) -> tu
 
 def start(testbed: Testbed, esb: str | None, workdir: Path, echo=print) -> procs.ProcessGroup:
     """Start everything; on any failure stop what was started and raise."""
+    esb = esb or next(iter(testbed.hosts["esb"].esb_ports), None)   # as host_commands chooses
     group = procs.ProcessGroup()
     try:
         commands = host_commands(testbed, str(testbed.path), esb)
