@@ -253,9 +253,12 @@ def execute(run: Run, client: ControlClient, agents: list[dict], roles: list[str
                                 live=live)
 
             folder = StepRunner(run, client, len(agents), roles, tick).execute(step)
-            totals = statistics(results.read_json(folder / "console.json"))
-            progress.console.print(f"[green]done[/green] {label}: {totals.get('Tests', 0)} tests, "
-                                   f"{totals.get('Errors', 0)} errors, TPS {totals.get('TPS') or 0:.1f}, "
+            record = results.read_json(folder / results.STEP_FILE)
+            totals = statistics(record["console"])
+            # The console's own TPS divides by its sample periods; the window is what was measured.
+            window_s = (record["end_ms"] - record["warmup_end_ms"]) / 1000
+            progress.console.print(f"[green]done[/green] {label}: {totals.get('Tests', 0)} transactions, "
+                                   f"{totals.get('Errors', 0)} errors, TPS {totals.get('Tests', 0) / window_s:.1f}, "
                                    f"mean {totals.get('Mean Test Time (ms)') or 0:.1f} ms")
             progress.advance(task)
     run.record["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
