@@ -46,7 +46,10 @@ def run_demo(testbed_name: str | Path, esb: str, out: Path, console: Console,
         if os.geteuid() != 0:
             raise EsbperfError("the emulated testbed needs root (network namespaces); run as root or use --testbed local")
         brought_up = testbeds.up(testbed)
-        console.print(f"testbed {testbed.name}: up ({len(brought_up)} changes)")
+        if brought_up:
+            console.print(f"testbed {testbed.name}: up ({len(brought_up)} changes)")
+        else:   # someone else's (or a killed run's): not ours to remove
+            console.print(f"testbed {testbed.name}: was already up; it stays up (`esbperf testbed down` removes it)")
     group = None
     try:
         group = stack.start(testbed, esb, workdir, echo=console.print)

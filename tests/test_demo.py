@@ -44,6 +44,7 @@ def test_demo_path_on_an_emulated_testbed(tmp_path, monkeypatch):
     plan_file = tmp_path / "tiny.yaml"
     plan_file.write_text(yaml.safe_dump({"name": "tiny", "scenarios": ["proxy"], "payloads": ["1KB", "100KB"],
                                          "users": [4], "duration_s": 3, "warmup_s": 4, "timeout_s": 10}))
+    testbeds.down(topology.load(testbed_file))   # a killed earlier run's leftovers: the demo would keep them
     report = run_demo(testbed_file, "camel", tmp_path / "results", Console(), plan_names=(plan_file,))
 
     assert (report / "report.html").is_file() and (report / "summary.csv").is_file()
