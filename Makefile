@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test setup build build-and-test system-deps bench clean
+.PHONY: demo test setup build build-and-test system-deps clean
 
 demo: setup build
 	$(BIN)/esbperf demo
