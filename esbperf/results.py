@@ -3,8 +3,8 @@ RUN/<scenario>/<payload>/<users>/iter-<n>/ (step.json, console.json, logs/, moni
 
 A step is written into a hidden `.tmp-iter-<n>` folder beside its final place and renamed
 when complete, so a folder named iter-<n> is always whole. Nothing is ever overwritten: an
-interrupted step's folder is kept as `.aborted-iter-<n>-<time>`, and a new run never reuses
-an existing run folder."""
+interrupted step's folder is kept as `.aborted-iter-<n>-<time>`, a step whose target stopped
+answering as `.failed-iter-<n>-<time>`, and a new run never reuses an existing run folder."""
 from __future__ import annotations
 
 import json
@@ -69,6 +69,15 @@ def begin_step(run: Path, step: Step) -> Path:
         tmp.rename(final.with_name(f".aborted-{final.name}-{time.strftime('%Y%m%d-%H%M%S')}"))
     (tmp / "logs").mkdir(parents=True)
     return tmp
+
+
+def set_aside(tmp: Path, step_record: dict) -> Path:
+    """Keep a step that must not count (its target failed during it) as `.failed-iter-<n>-<time>`,
+    step.json included: the data stays for the post-mortem, and --resume runs the step again."""
+    write_json(tmp / STEP_FILE, step_record)
+    aside = tmp.with_name(f".failed-{tmp.name[len('.tmp-'):]}-{time.strftime('%Y%m%d-%H%M%S')}")
+    os.rename(tmp, aside)
+    return aside
 
 
 def finish_step(tmp: Path, step_record: dict) -> Path:

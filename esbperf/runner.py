@@ -39,6 +39,7 @@ class Run:
     target: topology.Target
     testbed: topology.Testbed
     record: dict[str, Any] = field(default_factory=dict)
+    verify: bool = True   # check the target's answers before the run and after a step with errors
 
 
 def _url_host_port(url: str) -> tuple[str, int]:
@@ -191,7 +192,23 @@ class StepRunner:
             "monitors": monitoring.get("monitors", {}),
             "console": console_data,
         }
+        errors = statistics(console_data).get("Errors") or 0
+        problem = self._target_problem(step.scenario) if errors and run.verify else None
+        if problem:
+            aside = results.set_aside(tmp, {**record, "failed": problem})
+            raise EsbperfError(f"{errors} errors in step {step.relative_dir()}, and {problem}; the step is kept aside "
+                               f"in {aside.name}; once the target is back, `esbperf run --resume {run.dir}` repeats it")
         return results.finish_step(tmp, record)
+
+    def _target_problem(self, scenario: str) -> str | None:
+        """After a step with errors: does the target still answer the step's scenario? Errors from
+        an overloaded but working target are results; from a dead back end or ESB they are not."""
+        outcomes = verify_target(self.run.testbed, self.run.target.name, [scenario], size=1024,
+                                 timeout=min(self.run.plan.timeout_s, PREFLIGHT_TIMEOUT_S))
+        failed = [o for o in outcomes if not o.ok]
+        if not failed:
+            return None
+        return f"target {self.run.target.name} no longer answers: {failed[0].url}: {failed[0].detail}"
 
     def _first_report(self, deadline_ms: int, workers: set[str]) -> int:
         while now_ms() < deadline_ms:
@@ -274,7 +291,7 @@ def start(plan: plans.Plan, target_name: str, testbed: topology.Testbed, out: Pa
     agents = preflight(client, target, plan, testbed, verify, console.print)
     roles = monitored_roles(testbed)
     run_dir = results.new_run_dir(out.resolve(), f"{plan.name}-{target.name}-{time.strftime('%Y%m%d-%H%M%S')}")
-    run = Run(run_dir, plan, target, testbed, _record(plan, target, testbed, agents, client.version()))
+    run = Run(run_dir, plan, target, testbed, _record(plan, target, testbed, agents, client.version()), verify)
     run.record["monitored_roles"] = roles
     results.write_json(run_dir / results.RUN_FILE, run.record)
     console.print(f"run {run_dir} — {len(plan.steps())} steps of {plan.step_seconds():g} s "
@@ -294,7 +311,7 @@ def resume(run_dir: Path, verify: bool = True, console: Console | None = None) -
     client = ControlClient(testbed.api_url)
     agents = preflight(client, target, plan, testbed, verify, console.print)
     roles = monitored_roles(testbed)
-    run = Run(run_dir, plan, target, testbed, record)
+    run = Run(run_dir, plan, target, testbed, record, verify)
     done = sum(results.is_finished(run_dir, s) for s in plan.steps())
     if done == len(plan.steps()):
         console.print(f"{run_dir}: all {done} steps are already finished")
@@ -328,7 +345,8 @@ def _execute_interruptibly(run: Run, client: ControlClient, agents: list[dict], 
 @click.option("--testbed", "testbed_name", metavar="NAME|FILE", help="Testbed description (default: local).")
 @click.option("--resume", "resume_dir", type=click.Path(file_okay=False, path_type=Path),
               help="Continue this run folder with its first unfinished step.")
-@click.option("--no-verify", is_flag=True, help="Skip checking each scenario once before measuring.")
+@click.option("--no-verify", is_flag=True,
+              help="Skip checking each scenario once before measuring, and again after a step with errors.")
 @click.option("--report/--no-report", default=True, show_default=True,
               help="Write the run's report (RUN/report) when the run is complete.")
 def run(plan_name, target_name, only, out, testbed_name, resume_dir, no_verify, report) -> None:

@@ -8,13 +8,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from conftest import ECHO_PORTS, IMPOSTOR_PORT, write_testbed
+from conftest import ECHO_PORTS, HOST, IMPOSTOR_PORT, write_testbed
 from esbperf import plan as plans, results, runner, topology
 from esbperf.errors import EsbperfError
 
@@ -141,6 +142,47 @@ def test_ctrl_c_stops_the_workers_and_keeps_finished_steps(grinder, echoes, test
     assert "interrupted" in output and "--resume" in output
     assert wait_for(lambda: not any(w["state"] in ("STARTED", "RUNNING")
                                     for a in grinder.agents() for w in a["workers"]), 30, "workers to stop")
+
+
+MORTAL_PORT = 16084   # a ws1 of this test's own, killed in the middle of a step
+
+
+@pytest.mark.slow
+def test_a_back_end_that_dies_mid_step_stops_the_run_and_loses_nothing(grinder, echoes, state_dir, tmp_path):
+    from esbperf.echo import start_echo
+
+    testbed = topology.load(write_testbed(tmp_path / "mortal.yaml", {**ECHO_PORTS, "ws1": MORTAL_PORT}))
+    the_plan = plans.load(write_plan(tmp_path / "two.yaml", payloads=["1KB", "2KB"], users=[2], duration_s=4))
+    out = tmp_path / "results"
+    ws1 = start_echo("ws1", HOST, MORTAL_PORT, workdir=tmp_path / "ws1")
+    try:
+        def kill_when_measuring():
+            wait_for(lambda: list(out.glob("*/proxy/1KB/2/.tmp-iter-1/logs/*-data.log")), 60, "the first step's workers")
+            time.sleep(4)   # warm-up over, measuring
+            os.killpg(ws1.pid, signal.SIGKILL)
+        killer = threading.Thread(target=kill_when_measuring, daemon=True)
+        killer.start()
+        with pytest.raises(EsbperfError, match=r"errors in step proxy/1KB/2/iter-1, and target direct no longer "
+                                               r"answers: http://127.0.0.1:16084/.*--resume") as e:
+            runner.start(the_plan, "direct", testbed, out)
+        assert "\n" not in str(e.value)
+        killer.join(1)
+        [run_dir] = out.iterdir()
+        assert not (run_dir / "proxy/1KB/2/iter-1").exists(), "a step against a dead back end does not count"
+        assert not (run_dir / "proxy/2KB").exists(), "the run stops: no step against a dead back end"
+        [aside] = run_dir.glob("proxy/1KB/2/.failed-iter-1-*")
+        kept = json.loads((aside / "step.json").read_text())
+        assert "no longer answers" in kept["failed"] and totals(aside)["Errors"] > 0 and data_rows(aside)
+        assert not any(w["state"] in ("STARTED", "RUNNING") for a in grinder.agents() for w in a["workers"])
+
+        ws1 = start_echo("ws1", HOST, MORTAL_PORT, workdir=tmp_path / "ws1-again")
+        runner.resume(run_dir)
+        for size in ("1KB", "2KB"):
+            t = totals(run_dir / f"proxy/{size}/2/iter-1")
+            assert t["Tests"] > 0 and t["Errors"] == 0, (size, t)
+        assert list(run_dir.glob("proxy/1KB/2/.failed-iter-1-*")) == [aside], "the failed step's data is still there"
+    finally:
+        ws1.stop()
 
 
 @pytest.mark.parametrize("fields, message", [
