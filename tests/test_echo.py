@@ -2,8 +2,10 @@
 through esbperf.echo.start_echo, spoken to over real sockets."""
 from __future__ import annotations
 
+import asyncio
 import http.client
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -256,6 +258,52 @@ def test_200_concurrent_requests_all_answered_correctly(backend):
     with ThreadPoolExecutor(max_workers=200) as pool:
         answers = list(pool.map(one, range(200)))
     assert answers == [f"{i} m{i} [echoed by {backend.name}]" for i in range(200)]
+
+
+PUBLIC_ROUNDS_USERS = 2560
+
+
+def test_the_public_rounds_2560_kept_alive_connections_all_stay_open(backend):
+    """Every connection is answered, sits idle while all the others are open too, and carries a
+    second request: the JDK server closed idle connections beyond 200 (later 1000) and refused
+    part of a burst of connects (backlog)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < PUBLIC_ROUNDS_USERS + 200:
+        pytest.skip(f"open-file limit {hard} is below {PUBLIC_ROUNDS_USERS} connections")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, PUBLIC_ROUNDS_USERS + 200), hard))
+
+    async def exchange(reader, writer, body: bytes) -> bytes:
+        writer.write(b"POST /raw HTTP/1.1\r\nHost: echo\r\nContent-Type: text/xml\r\n"
+                     b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        await writer.drain()
+        head = await reader.readuntil(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200"), head
+        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:"))
+        return await reader.readexactly(length)
+
+    async def main() -> int:
+        opened = asyncio.Barrier(PUBLIC_ROUNDS_USERS)
+        idle = asyncio.Barrier(PUBLIC_ROUNDS_USERS)
+
+        async def user(i: int) -> int:
+            reader, writer = await asyncio.open_connection(HOST, backend.port)
+            try:
+                await opened.wait()
+                first = buy_stocks(1024).replace(b"buyer0", b"u%05d" % i)
+                assert await exchange(reader, writer, first) == first
+                await idle.wait()          # every connection open and idle at once
+                await asyncio.sleep(1)     # past the server's idle-connection bookkeeping
+                second = first.replace(b"u%05d" % i, b"v%05d" % i)
+                assert await exchange(reader, writer, second) == second
+                return 1
+            finally:
+                writer.close()
+
+        return sum(await asyncio.wait_for(asyncio.gather(*(user(i) for i in range(PUBLIC_ROUNDS_USERS))), 120))
+
+    assert asyncio.run(main()) == PUBLIC_ROUNDS_USERS
+    assert soap(backend.port, thesis_envelope(5, "after the crowd")).status == 200
 
 
 def test_a_port_in_use_is_a_one_line_error(backend):

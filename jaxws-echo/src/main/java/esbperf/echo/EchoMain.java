@@ -9,8 +9,8 @@ import java.util.logging.LogManager;
 /** `java esbperf.echo.EchoMain --id ws1 --port 18001 [...]`: runs one echo back end until SIGTERM. */
 public final class EchoMain {
 
-    /** Room for 320+ clients connecting at once without SYN retries. */
-    static final int ACCEPT_BACKLOG = 1024;
+    /** Room for the public rounds' 2560 clients connecting at once without SYN retries. */
+    static final int ACCEPT_BACKLOG = 4096;
 
     private EchoMain() {
     }
@@ -53,9 +53,9 @@ public final class EchoMain {
     private static void tuneJdk() {
         // Without it every small answer of the JDK HttpServer waits ~40 ms (Nagle + delayed ACK).
         System.setProperty("sun.net.httpserver.nodelay", System.getProperty("sun.net.httpserver.nodelay", "true"));
-        // The default (200) closes keep-alive connections beyond it: we serve 320+.
+        // The default (200) closes keep-alive connections beyond it: we serve up to 2560 (public rounds).
         System.setProperty("sun.net.httpserver.maxIdleConnections",
-                System.getProperty("sun.net.httpserver.maxIdleConnections", "1000"));
+                System.getProperty("sun.net.httpserver.maxIdleConnections", "4096"));
         // Defence in depth for the JDK's XML parsers: no external DTD or schema, whatever the stack asks.
         System.setProperty("javax.xml.accessExternalDTD", "");
         System.setProperty("javax.xml.accessExternalSchema", "");
