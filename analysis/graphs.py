@@ -155,6 +155,12 @@ def scenario_graphs(agg: pl.DataFrame, scenario: str, labels: dict[tuple[str, st
         graphs.append(Graph(f"{stem}-cpu-vs-{sweep_name}", f"{scenario}: CPU per host {vs} (mean over the window)",
                             ylabel="CPU (% of all cores)", panels=[p for p in cpu_panels if p.series], ymax=100,
                             **common))
+        # The ESB and echo JVMs themselves: on one machine every host's CPU above is the machine's.
+        proc_panels = [Panel(role, _series(sweep, x, f"{role}_proc_cpu_mean", labels, div)) for role in ROLES]
+        if any(p.series for p in proc_panels):
+            graphs.append(Graph(f"{stem}-process-cpu-vs-{sweep_name}",
+                                f"{scenario}: CPU of the ESB and echo processes {vs} (mean over the window)",
+                                ylabel="CPU (% of one core)", panels=[p for p in proc_panels if p.series], **common))
         net_panels = [Panel(f"{role} (link {links[role]:g} Mbit/s)" if role in links else role,
                             _series(sweep, x, f"{role}_rx_mbit", labels, div, " rx")
                             + _series(sweep, x, f"{role}_tx_mbit", labels, div, " tx", "--"),

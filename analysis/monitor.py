@@ -28,6 +28,8 @@ class HostStats:
     rx_mbit: float | None = None      # received, Mbit/s, all interfaces but loopback
     tx_mbit: float | None = None
     link_percent: float | None = None  # max(rx, tx) / link capacity, when the capacity is known
+    proc_cpu_mean: float | None = None  # the watched processes (ESB or echo JVM), percent of ONE core
+    proc_cpu_max: float | None = None
     gap_ms: float = 0.0               # time the monitor was unreachable during the measurement
     malformed_lines: int = 0
 
@@ -59,6 +61,11 @@ def host_stats(path: Path, role: str, link_mbit: float | None = None) -> HostSta
     cpu = measured.filter(pl.col("metric") == "cpu.total")["value"]
     if len(cpu):
         stats.cpu_mean, stats.cpu_max = cpu.mean(), cpu.max()
+    # Several processes may match one watch (or several watches): their sum per reading.
+    proc = (measured.filter(pl.col("metric") == "proc.cpu").group_by("time_ms")
+            .agg(pl.col("value").sum())["value"])
+    if len(proc):
+        stats.proc_cpu_mean, stats.proc_cpu_max = proc.mean(), proc.max()
     stats.gap_ms = measured.filter(pl.col("metric") == "gap")["value"].sum()
     stats.rx_mbit = _rate_mbit(measured, "net.rx_bytes")
     stats.tx_mbit = _rate_mbit(measured, "net.tx_bytes")

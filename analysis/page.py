@@ -108,7 +108,7 @@ def _scenario_table(analysis: "Analysis", runs: list[Run], scenario: str) -> str
     agg = (analysis.aggregate.filter(pl.col("scenario") == scenario, pl.col("run").is_in(list(label)))
            .sort("payload_bytes", "users", "run"))
     headers = ["run", "payload", "users", "iterations", "TPS", "mean RT ms", "p50", "p90", "p99", "p99.9",
-               "errors", "ESB CPU %", "bottleneck"]
+               "errors", "ESB host CPU %", "ESB JVM CPU % of a core", "bottleneck"]
     rows, classes = [], []
     for r in agg.iter_rows(named=True):
         rows.append([escape(label.get(r["run"], r["run"])), escape(r["payload_label"]), fmt(r["users"]),
@@ -117,6 +117,7 @@ def _scenario_table(analysis: "Analysis", runs: list[Run], scenario: str) -> str
                      *(fmt(r[f"rt_{p}_ms"]) for p in ("p50", "p90", "p99", "p99_9")),
                      fmt(r["errors"], 0 if r["errors"] == int(r["errors"]) else 1),
                      with_ci(r["esb_cpu_mean"], r["esb_cpu_mean_ci95"]),
+                     with_ci(r["esb_proc_cpu_mean"], r["esb_proc_cpu_mean_ci95"]),
                      escape(r["bottlenecks"]) or "no"])
         classes.append("bottleneck" if r["bottleneck"] else "")
     return table(headers, rows, 3, classes, text_last=True)

@@ -14,7 +14,7 @@ from typing import Any
 from esbperf.errors import EsbperfError
 from esbperf.plan import size_label
 
-UNFINISHED_PREFIXES = (".tmp-", ".aborted-")
+UNFINISHED_PREFIXES = (".tmp-", ".aborted-", ".failed-")
 BASELINE_TARGET = "direct"
 # step.json fields the analysis cannot do without, and their types.
 REQUIRED_STEP_FIELDS = {"scenario": str, "target": str, "payload_bytes": int, "users": int,
@@ -47,7 +47,7 @@ class Run:
     dir: Path
     info: dict[str, Any]                    # run.json
     steps: list[Step]
-    unfinished_steps: int                   # `.tmp-` and `.aborted-` folders skipped
+    unfinished_steps: int                   # `.tmp-`, `.aborted-` and `.failed-` folders skipped
     name: str = ""                          # unique among the runs analysed together
     label: str = ""                         # what graphs and tables call it
     plan_name: str = ""

@@ -85,6 +85,7 @@ def step_row(run: Run, step: Step, logs: LogStats, hosts: dict[str, HostStats]) 
     for role in ROLES:
         h = hosts.get(role) or HostStats(role)
         row.update({f"{role}_cpu_mean": h.cpu_mean, f"{role}_cpu_max": h.cpu_max,
+                    f"{role}_proc_cpu_mean": h.proc_cpu_mean, f"{role}_proc_cpu_max": h.proc_cpu_max,
                     f"{role}_rx_mbit": h.rx_mbit, f"{role}_tx_mbit": h.tx_mbit,
                     f"{role}_link_percent": h.link_percent, f"{role}_gap_s": h.gap_ms / 1000.0})
     # The console's own count of the measurement: a check that every worker's data log is here.
@@ -153,7 +154,8 @@ def mean_ci(values: Iterable[float | None]) -> tuple[float | None, float | None]
 AGGREGATED = (["tps", "transactions", "errors", "error_percent"]
               + [f"rt_{k}_ms" for k in ("mean", "std", "min", "max", *PERCENTILES)]
               + ["request_bytes_per_s", "response_bytes_per_s"]
-              + [f"{r}_{m}" for r in ROLES for m in ("cpu_mean", "cpu_max", "rx_mbit", "tx_mbit", "link_percent")])
+              + [f"{r}_{m}" for r in ROLES for m in ("cpu_mean", "cpu_max", "proc_cpu_mean", "proc_cpu_max",
+                                                     "rx_mbit", "tx_mbit", "link_percent")])
 
 
 def aggregate(summary: pl.DataFrame) -> pl.DataFrame:

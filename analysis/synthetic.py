@@ -35,15 +35,22 @@ def plan_dict(name: str = "thesis", **changes) -> dict:
     return {**plan, **changes}
 
 
+def hosts(link_mbit: float | None, shared_cpus: bool = False) -> dict:
+    """The emulated five hosts, each pinned to a CPU of its own unless `shared_cpus`."""
+    return {role: {"address": f"198.18.0.{n}", "link_mbit": link_mbit, "cpus": [] if shared_cpus else [i]}
+            for i, (role, n) in enumerate(zip(ROLES, (10, 20, 31, 32, 33)))}
+
+
 def write_run(run_dir: Path, target: str, plan_name: str = "thesis", plan: dict | None = None,
-              testbed: str = "emulated", finished: bool = True, link_mbit: float = 1000) -> Path:
+              testbed: str = "emulated", finished: bool = True, link_mbit: float = 1000,
+              shared_cpus: bool = False) -> Path:
     """run.json in the runner's shape (esbperf/runner.py)."""
     return write_json(run_dir / "run.json", {
         "plan": plan if plan is not None else plan_dict(plan_name),
         "target": {"name": target, "kind": "direct" if target == "direct" else "esb",
                    "esb": None if target == "direct" else target, "url": "http://198.18.0.20:8280", "backends": {}},
         "testbed": {"name": testbed, "file": f"console-config/testbeds/{testbed}.yaml", "emulated": True},
-        "hosts": {role: {"address": "198.18.0.10", "link_mbit": link_mbit} for role in ROLES},
+        "hosts": hosts(link_mbit, shared_cpus),
         "agents": ["client-1"],
         "environment": {"esbperf": "0.1.0", "os": "Linux-6.1-x86_64", "cpu": "synthetic", "cores": 2,
                         "memory_bytes": 24 << 30, "python": "3.11.7", "java": "17.0.15",
@@ -62,13 +69,12 @@ def write_step(folder: Path, scenario: str, target: str, payload_bytes: int, pay
                duration_s: int = 300, plan: str = "thesis", link_mbit: float | None = 1000,
                bottlenecks: list | None = None) -> Path:
     """step.json in the runner's shape, and an empty logs/ folder."""
-    hosts = {role: {"address": "198.18.0.10", "link_mbit": link_mbit} for role in ROLES}
     write_json(folder / "step.json", {
         "scenario": scenario, "target": target, "payload_bytes": payload_bytes, "payload_label": payload_label,
         "users": users, "processes": 1, "threads": users, "agents": 1, "iteration": iteration, "plan": plan,
         "duration_s": duration_s, "warmup_s": warmup_s, "keepalive": True, "timeout_s": 120,
         "start_ms": start_ms, "first_report_ms": start_ms + 500, "warmup_end_ms": start_ms + warmup_s * 1000,
-        "end_ms": start_ms + (warmup_s + duration_s) * 1000, "versions": {"grinder": "3.11"}, "hosts": hosts,
+        "end_ms": start_ms + (warmup_s + duration_s) * 1000, "versions": {"grinder": "3.11"}, "hosts": hosts(link_mbit),
         "target_urls": {}, "bottlenecks": bottlenecks or [], "monitors": {}, "console": {}})
     (folder / "logs").mkdir(parents=True, exist_ok=True)
     return folder
@@ -101,9 +107,10 @@ def write_random_logs(folder: Path, rows: int, files: int, start_ms: int, end_ms
 
 def write_monitor(folder: Path, role: str, start_ms: int, warmup_end_ms: int, end_ms: int,
                   cpu_percent: float, rx_mbit: float, tx_mbit: float, interfaces=("eth0",),
-                  gaps_ms: tuple[float, ...] = ()) -> Path:
+                  gaps_ms: tuple[float, ...] = (), proc_cpu: tuple[float, ...] = ()) -> Path:
     """Samples once a second: constant CPU, counters growing at the given rates (split over the
-    interfaces), plus a loopback interface whose traffic must not count."""
+    interfaces), plus a loopback interface whose traffic must not count; every 2 s, one
+    `proc.cpu` row per value of `proc_cpu` (watched processes, % of one core)."""
     rows = []
     for t in range(start_ms, end_ms + 1, 1000):
         phase = "warmup" if t < warmup_end_ms else "measure"
@@ -114,6 +121,8 @@ def write_monitor(folder: Path, role: str, start_ms: int, warmup_end_ms: int, en
             rows.append((t, phase, "net.rx_bytes", name, rx_mbit * 1e6 / 8 * elapsed / len(interfaces)))
             rows.append((t, phase, "net.tx_bytes", name, tx_mbit * 1e6 / 8 * elapsed / len(interfaces)))
         rows.append((t, phase, "net.rx_bytes", "lo", 1e9 * elapsed))
+        if (t - start_ms) % 2000 == 0:
+            rows += [(t, phase, "proc.cpu", f"pid {4000 + i}", value) for i, value in enumerate(proc_cpu)]
     for i, gap in enumerate(gaps_ms):
         rows.append((warmup_end_ms + 1000 * (i + 1), "measure", "gap", "timeout", gap))
     frame = pl.DataFrame(rows, schema=["time_ms", "phase", "metric", "subject", "value"], orient="row")
@@ -144,5 +153,6 @@ def thesis_run(run_dir: Path, target: str, rows_per_step: int, files: int = 2, i
             for role in roles:
                 write_monitor(folder, role, meta["start_ms"], meta["warmup_end_ms"], meta["end_ms"],
                               cpu_percent=min(99.0, esb_cpu + users / 10) if role == "esb" else 15.0,
-                              rx_mbit=size * users / 50000, tx_mbit=size * users / 50000)
+                              rx_mbit=size * users / 50000, tx_mbit=size * users / 50000,
+                              proc_cpu=() if role == "client" else (2 * esb_cpu + users,) if role == "esb" else (20.0,))
     return run_dir

@@ -28,6 +28,25 @@ def _listing(rows: list[dict], detail) -> str:
     return "; ".join(shown) + more
 
 
+def sharing_cpus(run: Run) -> list[str]:
+    """The roles of a run whose hosts share CPUs with another role's: the same address (one
+    machine), or one emulated machine without disjoint `cpus` pinning."""
+    hosts = {role: h for role, h in (run.info.get("hosts") or {}).items() if role in ROLES and isinstance(h, dict)}
+    testbed = run.info.get("testbed")
+    emulated = isinstance(testbed, dict) and bool(testbed.get("emulated"))
+
+    def share(a: dict, b: dict) -> bool:
+        if a.get("address") and a.get("address") == b.get("address"):
+            return True
+        if not emulated:
+            return False
+        cpus_a, cpus_b = set(a.get("cpus") or []), set(b.get("cpus") or [])
+        return not cpus_a or not cpus_b or bool(cpus_a & cpus_b)
+
+    return [role for role in ROLES if role in hosts
+            and any(share(hosts[role], hosts[other]) for other in hosts if other != role)]
+
+
 def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame) -> list[str]:
     out = []
     runs = [r for members in plans.values() for r in members]
@@ -39,6 +58,14 @@ def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame) -> lis
     if len({r.testbed for r in runs}) > 1:
         out.append("The runs were made on different testbeds ("
                    + ", ".join(f"{r.name}: {r.testbed or '?'}" for r in runs) + ").")
+    shared = {r.name: sharing_cpus(r) for r in runs if sharing_cpus(r)}
+    if shared:
+        alike = len(shared) == len(runs) > 1 and len({tuple(roles) for roles in shared.values()}) == 1
+        where = (f"every run: {', '.join(next(iter(shared.values())))}" if alike else
+                 "; ".join(f"{name}: {', '.join(roles)}" for name, roles in shared.items()))
+        out.append(f"Hosts share CPUs (one machine, no disjoint `cpus` pinning) in {where}. Their host CPU "
+                   "is the machine's, so a CPU bottleneck named on one of them is on all; the watched processes' "
+                   "CPU (ESB and echo JVMs, % of one core: `<role>_proc_cpu_mean`) tells them apart.")
     rows = summary.to_dicts()
     flagged = [r for r in rows if r["bottleneck"]]
     if flagged:
@@ -81,8 +108,8 @@ def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame) -> lis
             out.append(f"{run.name}: the run has not finished (run.json has no end time): it is still "
                        "going or was stopped; only its finished steps are shown.")
         if run.unfinished_steps:
-            out.append(f"{run.name}: {run.unfinished_steps} unfinished or aborted step folder(s) "
-                       "(.tmp-*, .aborted-*) skipped.")
+            out.append(f"{run.name}: {run.unfinished_steps} unfinished, aborted or failed step folder(s) "
+                       "(.tmp-*, .aborted-*, .failed-*) skipped.")
         mine = [r for r in rows if r["run"] == run.name]
         expected = [role for role in ROLES if not (role == "esb" and run.is_baseline)]
         never = [role for role in expected if all(role in r["monitor_missing"].split(";") for r in mine)]

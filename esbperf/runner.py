@@ -234,7 +234,8 @@ def _record(plan: plans.Plan, target: topology.Target, testbed: topology.Testbed
         "target": {"name": target.name, "kind": target.kind, "esb": target.esb, "url": target.url,
                    "backends": target.backends},
         "testbed": {"name": testbed.name, "file": str(testbed.path), "emulated": testbed.emulated},
-        "hosts": {role: {"address": h.address, "link_mbit": h.link_mbit} for role, h in testbed.hosts.items()},
+        "hosts": {role: {"address": h.address, "link_mbit": h.link_mbit, "cpus": list(h.cpus or [])}
+                  for role, h in testbed.hosts.items()},
         "agents": [a["name"] for a in agents],
         "environment": environment.describe(),
         "versions": {"grinder": grinder_version, "esb": target.esb},

@@ -185,6 +185,17 @@ def test_monitor_cpu_network_gaps(tmp_path: Path):
     assert h.rx_mbit == pytest.approx(80.0) and h.tx_mbit == pytest.approx(40.0)   # loopback left out
     assert h.link_percent == pytest.approx(80.0)
     assert h.gap_ms == 2000 and h.malformed_lines == 1
+    assert h.proc_cpu_mean is None                                                  # nothing watched
+
+
+def test_watched_processes_cpu_is_summed_per_reading_over_the_window(tmp_path: Path):
+    path = synthetic.write_monitor(tmp_path, "esb", T0, WARMUP_END, END, cpu_percent=50.0, rx_mbit=1.0,
+                                   tx_mbit=1.0, proc_cpu=(120.0, 30.0))
+    with open(path, "a") as f:   # a warm-up reading does not count
+        f.write(f"{T0},warmup,proc.cpu,pid 4000,900\n")
+    h = host_stats(path, "esb")
+    assert h.proc_cpu_mean == pytest.approx(150.0) and h.proc_cpu_max == pytest.approx(150.0)
+    assert h.cpu_mean == pytest.approx(50.0)
 
 
 def test_monitor_counter_reset_adds_nothing(tmp_path: Path):
@@ -232,7 +243,8 @@ def test_graphs_hold_the_expected_series(tmp_path: Path):
     step.write_text(json.dumps(meta))
     out, analysis = build_report([direct, camel], tmp_path / "out")
     graphs = {g.name: g for g in analysis.graphs}
-    assert set(graphs) == {f"proxy-{what}-vs-{sweep}" for what in ("tps", "response-time", "cpu", "network")
+    assert set(graphs) == {f"proxy-{what}-vs-{sweep}" for what in ("tps", "response-time", "cpu", "process-cpu",
+                                                                   "network")
                            for sweep in ("payload", "users")} | {"proxy-percentiles"}
 
     tps_users = {s.label: s for s in graphs["proxy-tps-vs-users"].panels[0].series}
@@ -252,6 +264,10 @@ def test_graphs_hold_the_expected_series(tmp_path: Path):
     cpu = {p.title: p for p in graphs["proxy-cpu-vs-users"].panels}
     assert "esb" in cpu and [s.label for s in cpu["esb"].series] == ["camel"]   # no ESB in the baseline
     assert cpu["esb"].limit == 85.0 and graphs["proxy-cpu-vs-users"].ymax == 100
+    process_cpu = {p.title: p for p in graphs["proxy-process-cpu-vs-users"].panels}
+    assert set(process_cpu) == {"esb", "ws1", "ws2", "ws3"}                      # nothing watched on the client
+    [esb_jvm] = process_cpu["esb"].series
+    assert esb_jvm.label == "camel" and esb_jvm.y == pytest.approx([80.0 + u for u in (1, 20, 40, 80, 160, 320)])
     net = {p.title: p for p in graphs["proxy-network-vs-users"].panels}
     assert "esb (link 1000 Mbit/s)" in net
     assert {s.label for s in net["ws1 (link 1000 Mbit/s)"].series} == {"direct rx", "direct tx", "camel rx", "camel tx"}
@@ -308,13 +324,33 @@ def test_unfinished_steps_and_missing_baseline_are_reported(tmp_path: Path):
     # A step the runner set aside (its final folder existed): whole, but not part of the run.
     aborted = exact_step(run, users=40)
     aborted.rename(aborted.with_name(".aborted-iter-1-20261121-050000"))
+    # A step whose target stopped answering (esbperf/runner.py): kept whole, not part of the run.
+    failed = exact_step(run, users=80)
+    failed.rename(failed.with_name(".failed-iter-1-20261121-050500"))
     analysis = analyse([run])
-    assert len(analysis.summary) == 1 and analysis.runs[0].unfinished_steps == 2
+    assert len(analysis.summary) == 1 and analysis.runs[0].unfinished_steps == 3
     text = " ".join(analysis.warnings)
-    assert "2 unfinished or aborted step folder(s)" in text
+    assert "3 unfinished, aborted or failed step folder(s)" in text
     assert "the run has not finished" in text
     assert "No no-ESB baseline" in text
     assert "failed transactions" in text
+
+
+def test_hosts_that_share_cpus_are_named_once(tmp_path: Path):
+    shared = synthetic.write_run(tmp_path / "camel-run", "camel", shared_cpus=True)   # emulated, no pinning
+    exact_step(shared)
+    pinned = synthetic.write_run(tmp_path / "direct-run", "direct")                   # each host its own CPU
+    exact_step(pinned, target="direct")
+    lan = synthetic.write_run(tmp_path / "lan-run", "direct")   # a LAN where two roles have one machine
+    info = json.loads((lan / "run.json").read_text())
+    info["testbed"]["emulated"] = False
+    info["hosts"] = {**synthetic.hosts(1000, shared_cpus=True), "ws2": {"address": "198.18.0.31", "link_mbit": 1000}}
+    (lan / "run.json").write_text(json.dumps(info))
+    exact_step(lan, target="direct")
+    [warning] = [w for w in analyse([shared, pinned, lan]).warnings if "share CPUs" in w]
+    assert "camel-run: client, esb, ws1, ws2, ws3" in warning and "lan-run: ws1, ws2." in warning
+    assert "direct-run" not in warning and "_proc_cpu_mean" in warning
+    assert not [w for w in analyse([pinned]).warnings if "share CPUs" in w]
 
 
 def test_bottlenecks_from_the_runner_and_from_the_monitor_files(tmp_path: Path):
@@ -339,10 +375,10 @@ def test_a_report_of_two_plans_draws_each_plan_apart(tmp_path: Path):
     assert list(analysis.plans) == ["thesis-payload", "thesis-concurrency"]
     graphs = {g.name: g for g in analysis.graphs}
     assert set(graphs) == {"thesis-payload-proxy-" + w for w in
-                           ("tps-vs-payload", "response-time-vs-payload", "cpu-vs-payload", "network-vs-payload",
-                            "percentiles")} | {"thesis-concurrency-proxy-" + w for w in
-                           ("tps-vs-users", "response-time-vs-users", "cpu-vs-users", "network-vs-users",
-                            "percentiles")}
+                           ("tps-vs-payload", "response-time-vs-payload", "cpu-vs-payload", "process-cpu-vs-payload",
+                            "network-vs-payload", "percentiles")} | {"thesis-concurrency-proxy-" + w for w in
+                           ("tps-vs-users", "response-time-vs-users", "cpu-vs-users", "process-cpu-vs-users",
+                            "network-vs-users", "percentiles")}
     for name in ("thesis-payload-proxy-tps-vs-payload", "thesis-concurrency-proxy-tps-vs-users"):
         assert [s.label for s in graphs[name].panels[0].series] == ["camel", "direct"]
     assert graphs["thesis-concurrency-proxy-tps-vs-users"].panels[0].series[0].x == [1, 20, 40, 80, 160, 320]
@@ -473,7 +509,7 @@ def test_report_opens_in_headless_chromium(tmp_path: Path):
     assert found and found.group(1) != "pending", result.stderr[-2000:]
     page = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
     assert page["title"].startswith("esbperf compare")
-    assert page["images"] == 9 and page["broken"] == []
+    assert page["images"] == 11 and page["broken"] == []   # 5 graphs per sweep, and the percentiles
     for href in page["links"]:                      # SVGs and CSVs beside the page, nothing remote
         assert not re.match(r"[a-z]+:", href) and (probe / href).exists(), href
     console = [line for line in result.stderr.splitlines() if ":CONSOLE" in line and "report.html" in line]
