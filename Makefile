@@ -3,13 +3,17 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test setup build build-and-test system-deps clean
+.PHONY: demo test test-long setup build build-and-test system-deps clean
 
 demo: setup build
 	$(BIN)/esbperf demo
 
 test: setup system-deps build-and-test
 	$(BIN)/pytest
+
+# The long fault and ssh cases that `make test` deselects (it names them at the end).
+test-long: setup system-deps build
+	ESBPERF_LONG_TESTS=1 $(BIN)/pytest -m long
 
 setup: $(VENV)/.installed
 

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+LONG_ENV = "ESBPERF_LONG_TESTS"   # 1: run the `long` tests too (make test-long)
+
 HOST = "127.0.0.1"
 ECHO_PORTS = {"ws1": 16081, "ws2": 16082, "ws3": 16083}
 IMPOSTOR_PORT = 16089          # an echo that says it is ws9: any answer from it is a wrong one
@@ -90,3 +92,23 @@ def lone_console(state_dir, tmp_path):
     process = console.start_console(testbed, workdir=tmp_path / "console")
     yield testbed, process
     process.stop()
+
+
+# --- long tests: deselected by default, and said so at the end of every run ----------------------
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get(LONG_ENV) == "1" or "long" in (config.getoption("-m") or ""):
+        return
+    long_tests = [item for item in items if item.get_closest_marker("long")]
+    if long_tests:
+        items[:] = [item for item in items if not item.get_closest_marker("long")]
+        config.hook.pytest_deselected(items=long_tests)
+        config._esbperf_long = [item.nodeid for item in long_tests]
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    skipped_long = getattr(config, "_esbperf_long", [])
+    if skipped_long:
+        terminalreporter.write_line(
+            f"{len(skipped_long)} long test(s) not run (marked `long`); `make test-long` runs them: "
+            + ", ".join(skipped_long), yellow=True)
