@@ -67,6 +67,10 @@ def start_console(testbed: Testbed, cfg: ConsoleConfig | None = None, workdir: P
         ControlClient(testbed.api_url).answers, timeout, "its control API answering at " + testbed.api_url)
 
 
+class ConsoleUnreachable(EsbperfError):
+    """The control API does not answer at all (as opposed to answering with an error)."""
+
+
 class ControlClient:
     """A client of the console's control API (JSON over HTTP)."""
 
@@ -89,8 +93,8 @@ class ControlClient:
             raise EsbperfError(f"console {method} {path}: {message}") from None
         except (urllib.error.URLError, OSError) as e:
             reason = getattr(e, "reason", e)
-            raise EsbperfError(f"the console's control API at {self.url} does not answer ({reason}); "
-                               "is `esbperf console` running?") from None
+            raise ConsoleUnreachable(f"the console's control API at {self.url} does not answer ({reason}); "
+                                     "is `esbperf console` running?") from None
 
     def answers(self) -> bool:
         try:

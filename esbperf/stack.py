@@ -29,6 +29,11 @@ def _service_port(testbed: Testbed, role: str, kind: str, esb: str | None) -> tu
     }.get(kind, lambda: None)()
 
 
+def state_dir_of(workdir: Path, role: str) -> Path:
+    """The state folder (ESBPERF_STATE) of the services of `role` started by `start`."""
+    return workdir / role
+
+
 def start(testbed: Testbed, esb: str | None, workdir: Path, echo=print) -> procs.ProcessGroup:
     """Start everything; on any failure stop what was started and raise."""
     esb = esb or next(iter(testbed.hosts["esb"].esb_ports), None)   # as host_commands chooses
@@ -46,7 +51,7 @@ def start(testbed: Testbed, esb: str | None, workdir: Path, echo=print) -> procs
                         argv += ["--match", watch]
                 name = f"{kind} {role}"
                 process = group.add(procs.Process(name, argv, workdir / f"{role}-{kind}.log", cwd=workdir,
-                                                  env={"ESBPERF_STATE": str(workdir / role)}))
+                                                  env={"ESBPERF_STATE": str(state_dir_of(workdir, role))}))
                 process.start()
                 where = _service_port(testbed, role, kind, esb)
                 if where:
