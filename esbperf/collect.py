@@ -105,6 +105,16 @@ def worker_problems(folder: Path, worker: Worker) -> list[str]:
     return []
 
 
+def has_rows(folder: Path, worker: Worker) -> bool:
+    """Whether the worker's data log holds any transaction (more than its header line)."""
+    data = folder / f"{worker.name}-data.log"
+    if not data.is_file():
+        return False
+    with open(data, "rb") as f:
+        f.readline()
+        return bool(f.readline())
+
+
 def _tail(path: Path, size: int = 8192) -> str:
     with open(path, "rb") as f:
         f.seek(0, 2)

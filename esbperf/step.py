@@ -23,6 +23,11 @@ from esbperf.verify import verify_target
 
 STOP_WAIT_S = 30             # the workers' end after the stop signal
 CONSOLE_RETURN_S = 120       # how long a run waits for a console that stopped answering mid-step
+# Workers stop by themselves this long after a step's planned end, should the runner not stop them
+# (it died, or the console did: agents then come back only once their workers end). 2560 users
+# took 27 s to start on a 2-core client, and the warm-up waits for them.
+SAFETY_NET_S = 30
+AGENT_PURGE_S = 5            # the console drops a dead agent ~3 s after its workers end
 TARGET_CHECK_TIMEOUT_S = 5
 
 
@@ -74,7 +79,7 @@ def step_properties(ctx: RunContext, step: plans.Step, processes: int, threads: 
         "grinder.threads": threads,
         "grinder.runs": 0,
         # A safety net only: the runner stops the workers at the end of the measurement.
-        "grinder.duration": int((plan.step_seconds() + 60) * 1000),
+        "grinder.duration": int((plan.step_seconds() + SAFETY_NET_S) * 1000),
         # Relative: each agent resolves it under its own working folder, on its own machine.
         "grinder.logDirectory": log_folder,
         "esbperf.users": step.users,
@@ -102,6 +107,9 @@ class StepRunner:
         self.client = client
         self.on_tick = on_tick
         self.expected = {a.name for a in ctx.agents}
+        # Workers seen ended before the runner stopped them: idle ones (all their threads beyond
+        # the step's users) end at once without a transaction; one with transactions died.
+        self.ended_early: dict[str, int] = {}
 
     # --- watching the console ---------------------------------------------------------------
 
@@ -129,9 +137,22 @@ class StepRunner:
         if change:
             return change
         states = {w["id"]: w["state"] for a in agents for w in a.get("workers", [])}
-        if not any(states.get(i) in ("STARTED", "RUNNING") for i in workers):
+        running = {i for i in workers if states.get(i) in ("STARTED", "RUNNING")}
+        for i in set(workers) - running:
+            self.ended_early.setdefault(i, now_ms())
+        if not running:
             return "the workers ended before the step did (see the worker logs in the step folder)"
         return None
+
+    def _agent_left(self, workers: dict[str, collect.Worker]) -> str | None:
+        """After the stop: did an agent leave (or join)? The console drops a killed agent a few
+        seconds after its workers show as ended, so when a worker ended early, give it that long."""
+        deadline = time.monotonic() + AGENT_PURGE_S if self.ended_early else 0
+        while True:
+            change = self._agent_change(self._call(self.client.agents))
+            if change or time.monotonic() >= deadline:
+                return change
+            time.sleep(0.25)
 
     def _wait_until(self, deadline_ms: int, phase: str, workers: dict[str, collect.Worker]) -> None:
         while True:
@@ -201,6 +222,9 @@ class StepRunner:
                 self._call(lambda: self.client.recording("stop"))
                 if not self._call(lambda: self.client.wait_workers_finished(set(workers), STOP_WAIT_S)):
                     raise _Spoilt(f"the workers did not stop within {STOP_WAIT_S} s of the stop signal", stop_run=True)
+                change = self._agent_left(workers)
+                if change:
+                    raise _Spoilt(change, stop_run=True)
             finally:
                 if not stopped:
                     try:
@@ -218,6 +242,8 @@ class StepRunner:
                                   hint="" if back else f"; it did not come back within {CONSOLE_RETURN_S} s") from None
 
         problems = self._bring_home(workers, log_folder, tmp)
+        problems += [f"worker {w.name} (agent {w.agent}) ended during the step while the others ran"
+                     for i, w in workers.items() if i in self.ended_early and collect.has_rows(tmp / "logs", w)]
         results.write_json(tmp / "console.json", console_data)
         record.update(self._record(step, start_ms, first_report_ms, warmup_end_ms, end_ms, console_data, workers, tmp))
         if problems:
