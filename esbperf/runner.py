@@ -19,8 +19,9 @@ from typing import Callable, Iterable
 import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
-from esbperf import collect, environment, plan as plans, procs, results, scenarios, topology
+from esbperf import collect, environment, estimate, plan as plans, procs, results, scenarios, topology
 from esbperf.config import AgentConfig, ConsoleConfig, state_dir
 from esbperf.console import ControlClient, statistics
 from esbperf.errors import EsbperfError
@@ -143,6 +144,7 @@ def execute(ctx: RunContext, client: ControlClient, console: Console) -> list[st
     todo = [s for s in steps if not results.is_finished(ctx.dir, s)]
     _prepare(client)
     aside: list[str] = []
+    steps_wall = 0.0
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), TextColumn("{task.fields[live]}"), console=console) as progress:
         task = progress.add_task("steps", total=len(steps), completed=len(steps) - len(todo), live="")
@@ -170,6 +172,8 @@ def execute(ctx: RunContext, client: ControlClient, console: Console) -> list[st
                 progress.advance(task)
                 continue
             record = results.read_json(folder / results.STEP_FILE)
+            steps_wall += record["wall_s"]
+            estimate.remember_step(record)
             totals = statistics(record["console"])
             # The console's own TPS divides by its sample periods; the window is what was measured.
             window_s = (record["end_ms"] - record["warmup_end_ms"]) / 1000
@@ -180,13 +184,15 @@ def execute(ctx: RunContext, client: ControlClient, console: Console) -> list[st
     if not aside:
         ctx.record["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         results.write_json(ctx.dir / results.RUN_FILE, ctx.record)
+        if steps_wall:
+            estimate.remember(run_overhead_s=time.monotonic() - ctx.began - steps_wall)
     return aside
 
 
 def _context(run_dir: Path, plan: plans.Plan, testbed: topology.Testbed, targets: dict[str, topology.Target],
              agents: list[Agent], local: collect.LocalAgents, connect: Callable[[], ControlClient],
-             record: dict, verify: bool, roles: list[str]) -> RunContext:
-    return RunContext(run_dir, plan, testbed, targets, agents, [local], connect, record, verify, roles)
+             record: dict, verify: bool, roles: list[str], began: float) -> RunContext:
+    return RunContext(run_dir, plan, testbed, targets, agents, [local], connect, record, verify, roles, began)
 
 
 def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Testbed, out: Path,
@@ -196,6 +202,7 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
 
     local_state_dirs: state folders of this machine's agents besides the default one (a launcher
     that gave the client's services a state folder of their own)."""
+    began = time.monotonic()
     console = console or Console()
     names = [target_names] if isinstance(target_names, str) else list(target_names)
     if not names:
@@ -211,7 +218,7 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
     record["monitored_roles"] = roles
     record["local_state_dirs"] = [str(d) for d in local.state_dirs]
     results.write_json(run_dir / results.RUN_FILE, record)
-    ctx = _context(run_dir, plan, testbed, targets, agents, local, connect, record, verify, roles)
+    ctx = _context(run_dir, plan, testbed, targets, agents, local, connect, record, verify, roles, began)
     console.print(f"run {run_dir} — {len(plan.steps(names))} steps of {plan.step_seconds():g} s against "
                   f"{', '.join(names)}; agents: {', '.join(f'{a.name} ({a.host})' for a in agents)}; "
                   f"monitors: {', '.join(roles) or 'none'}")
@@ -221,6 +228,7 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
 
 def resume(run_dir: Path, verify: bool = True, console: Console | None = None) -> Path:
     """Continue a run with its unfinished steps, using the plan and targets it recorded."""
+    began = time.monotonic()
     console = console or Console()
     run_dir = run_dir.resolve()
     record = results.read_json(run_dir / results.RUN_FILE)
@@ -241,7 +249,7 @@ def resume(run_dir: Path, verify: bool = True, console: Console | None = None) -
         console.print(f"{run_dir}: all {done} steps are already finished")
         return run_dir
     record["agents"] = [{"name": a.name, "host": a.host} for a in agents]
-    ctx = _context(run_dir, plan, testbed, targets, agents, local, connect, record, verify, roles)
+    ctx = _context(run_dir, plan, testbed, targets, agents, local, connect, record, verify, roles, began)
     console.print(f"resuming {run_dir}: {done} of {len(steps)} steps already finished")
     _execute_interruptibly(ctx, client, console)
     return run_dir
@@ -269,6 +277,32 @@ def _execute_interruptibly(ctx: RunContext, client: ControlClient, console: Cons
                       f"{ctx.dir}); `esbperf run --resume {ctx.dir}` repeats them")
 
 
+def plan_run(plan: plans.Plan, target_names: list[str], testbed: topology.Testbed, console: Console) -> estimate.Estimate:
+    """Print every step of the run and its estimated wall time; start nothing, contact nothing."""
+    targets = _targets(testbed, target_names)
+    steps = plan.steps(list(targets))
+    agents = [r for r in testbed.hosts if r in LOAD_ROLES or r.startswith("load")]
+    guess = estimate.estimate(plan, steps)
+    table = Table(title=f"{plan.name} against {', '.join(targets)}: {len(steps)} steps "
+                        f"({plan.model} model, {len(agents)} load host(s): {', '.join(agents)})")
+    for column in ("#", "target", "scenario", "payload", "users" if plan.model == "closed" else "rate/s (threads)",
+                   "iteration", "processes × threads per agent", "estimated"):
+        table.add_column(column)
+    for n, (step, seconds) in enumerate(guess.steps, 1):
+        processes, threads = plan.processes_threads(step.users, len(agents))
+        load = str(step.users) if step.rate is None else f"{plans.rate_label(step.rate)} ({step.users})"
+        table.add_row(str(n), step.target, step.scenario, step.payload_label, load, str(step.iteration),
+                      f"{processes} × {threads}", estimate.duration(seconds))
+    console.print(table)
+    basis = (f"medians of the last {guess.measured_steps} steps measured on this machine"
+             if guess.measured_steps else "defaults: no step measured on this machine yet")
+    console.print(f"estimated wall time: {estimate.duration(guess.total_s)} ({estimate.duration(guess.run_overhead_s)} "
+                  f"for the run's preflight, then per step the warm-up {plan.warmup_s:g} s or longer while workers "
+                  f"start, the measurement {plan.duration_s:g} s, and the step's tail; {basis}). "
+                  "Plan and testbed are valid; nothing was started")
+    return guess
+
+
 @click.command()
 @click.option("--plan", "plan_name", metavar="NAME|FILE", help="Plan (console-config/plans/<NAME>.yaml or a file).")
 @click.option("--target", "target_names", metavar="NAME", multiple=True,
@@ -284,9 +318,13 @@ def _execute_interruptibly(ctx: RunContext, client: ControlClient, console: Cons
               help="Skip checking each scenario once before measuring, and again after a step with errors.")
 @click.option("--report/--no-report", default=True, show_default=True,
               help="Write the run's report (RUN/report) when the run ends.")
-def run(plan_name, target_names, only, out, testbed_name, resume_dir, no_verify, report) -> None:
+@click.option("--dry-run", is_flag=True,
+              help="Print every step and the estimated wall time, check plan and testbed, start nothing.")
+def run(plan_name, target_names, only, out, testbed_name, resume_dir, no_verify, report, dry_run) -> None:
     """Run a sweep plan against one or more targets through the console; one results folder per step."""
     if resume_dir:
+        if dry_run:
+            raise EsbperfError("--dry-run plans a new run; it does not take --resume")
         if plan_name or target_names or only:
             raise EsbperfError("--resume continues a run with its own plan and targets; do not give --plan/--target/--scenario")
         folder = resume(resume_dir, verify=not no_verify)
@@ -300,6 +338,9 @@ def run(plan_name, target_names, only, out, testbed_name, resume_dir, no_verify,
                 if s not in known:
                     raise EsbperfError(f"unknown scenario '{s}' (known: {', '.join(known)})")
             the_plan.scenarios = list(only)
+        if dry_run:
+            plan_run(the_plan, list(target_names), topology.load(testbed_name), Console())
+            return
         folder = start(the_plan, list(target_names), topology.load(testbed_name), out, verify=not no_verify)
     click.echo(f"results: {folder}")
     if report:

@@ -69,6 +69,7 @@ class RunContext:
     record: dict[str, Any] = field(default_factory=dict)   # run.json
     verify: bool = True
     monitored_roles: list[str] = field(default_factory=list)
+    began: float = field(default_factory=time.monotonic)   # when the command started (for the overhead)
 
 
 def step_properties(ctx: RunContext, step: plans.Step, processes: int, threads: int, log_folder: str) -> dict:
@@ -144,10 +145,10 @@ class StepRunner:
             return "the workers ended before the step did (see the worker logs in the step folder)"
         return None
 
-    def _agent_left(self, workers: dict[str, collect.Worker]) -> str | None:
-        """After the stop: did an agent leave (or join)? The console drops a killed agent a few
-        seconds after its workers show as ended, so when a worker ended early, give it that long."""
-        deadline = time.monotonic() + AGENT_PURGE_S if self.ended_early else 0
+    def _agent_left(self) -> str | None:
+        """A worker died mid-step: was it its agent? The console drops a killed agent a few seconds
+        after its workers show as ended, so give it that long."""
+        deadline = time.monotonic() + AGENT_PURGE_S
         while True:
             change = self._agent_change(self._call(self.client.agents))
             if change or time.monotonic() >= deadline:
@@ -222,7 +223,7 @@ class StepRunner:
                 self._call(lambda: self.client.recording("stop"))
                 if not self._call(lambda: self.client.wait_workers_finished(set(workers), STOP_WAIT_S)):
                     raise _Spoilt(f"the workers did not stop within {STOP_WAIT_S} s of the stop signal", stop_run=True)
-                change = self._agent_left(workers)
+                change = self._agent_change(self._call(self.client.agents))
                 if change:
                     raise _Spoilt(change, stop_run=True)
             finally:
@@ -242,8 +243,12 @@ class StepRunner:
                                   hint="" if back else f"; it did not come back within {CONSOLE_RETURN_S} s") from None
 
         problems = self._bring_home(workers, log_folder, tmp)
-        problems += [f"worker {w.name} (agent {w.agent}) ended during the step while the others ran"
-                     for i, w in workers.items() if i in self.ended_early and collect.has_rows(tmp / "logs", w)]
+        died = [w for i, w in workers.items() if i in self.ended_early and collect.has_rows(tmp / "logs", w)]
+        if died:
+            change = self._agent_left()
+            if change:
+                raise self._set_aside(tmp, record, change, stop_run=True)
+            problems += [f"worker {w.name} (agent {w.agent}) ended during the step while the others ran" for w in died]
         results.write_json(tmp / "console.json", console_data)
         record.update(self._record(step, start_ms, first_report_ms, warmup_end_ms, end_ms, console_data, workers, tmp))
         if problems:

@@ -278,3 +278,27 @@ def test_a_run_folder_is_never_reused(tmp_path):
     (first / "run.json").write_text("{}")
     second = results.new_run_dir(tmp_path, "smoke-direct-x")
     assert second.name == "smoke-direct-x-2" and (first / "run.json").read_text() == "{}"
+
+
+@pytest.mark.slow
+def test_dry_run_estimates_a_real_run_within_20_percent_and_starts_nothing(grinder, echoes, testbed_file, tmp_path):
+    from esbperf import estimate
+
+    testbed = topology.load(testbed_file)
+    if not estimate.estimate(plans.load("smoke"), []).measured_steps:   # no run measured here yet: one first
+        runner.start(plans.load(write_plan(tmp_path / "prime.yaml", payloads=["1KB", "2KB", "3KB"])), "direct",
+                     testbed, tmp_path / "prime")
+    plan_file = write_plan(tmp_path / "predicted.yaml", payloads=["1KB", "5KB"], users=[1, 2], duration_s=2)
+    out = tmp_path / "results"
+    process = subprocess.run([sys.executable, "-m", "esbperf", "run", "--plan", str(plan_file), "--target", "direct",
+                              "--testbed", str(testbed_file), "--out", str(out), "--dry-run"],
+                             capture_output=True, text=True, env=dict(os.environ, COLUMNS="200"))
+    assert process.returncode == 0, process.stderr
+    assert "4 steps" in process.stdout and "nothing was started" in process.stdout
+    assert not out.exists(), "a dry run writes no results"
+    the_plan = plans.load(plan_file)
+    guess = estimate.estimate(the_plan, the_plan.steps(["direct"]))
+    started = time.monotonic()
+    runner.start(the_plan, "direct", testbed, out)
+    real = time.monotonic() - started
+    assert abs(guess.total_s - real) <= 0.2 * real, (guess.total_s, real)
