@@ -30,6 +30,7 @@ from esbperf.verify import verify_target
 
 PREFLIGHT_TIMEOUT_S = 5
 AGENT_WAIT_S = 10
+MAX_SKEW_MS = 100.0   # a host's clock further off than this refuses the run (monitor windows would shift)
 LAYOUT = 2   # step folders <target>/<scenario>/<payload>/<users>/[rate-<r>/]iter-<n>
 LOAD_ROLES = ("client",)   # roles whose machines run agents (load hosts join them when the testbed names them)
 
@@ -104,6 +105,23 @@ def monitored_roles(testbed: topology.Testbed) -> list[str]:
     """Roles whose monitor answers now; only those are collected for each step."""
     return [role for role, host in testbed.hosts.items()
             if host.monitor_port and procs.port_open(host.address, host.monitor_port, 0.5)]
+
+
+def clock_skews(testbed: topology.Testbed, roles: list[str], max_skew_ms: float) -> dict[str, dict | None]:
+    """Each monitored host's clock against this machine's (its monitor stamps every answer), for
+    run.json; a clock off by more than max_skew_ms refuses the run: each step's monitor window is
+    cut by the runner's clock."""
+    from esbperf.testbed_check import clock_skew
+
+    skews: dict[str, dict | None] = {}
+    for role in roles:
+        host = testbed.hosts[role]
+        measured = clock_skew(host.address, host.monitor_port, PREFLIGHT_TIMEOUT_S)
+        skews[role] = None if measured is None else {"skew_ms": round(measured[0], 1), "error_ms": round(measured[1], 1)}
+        if measured and abs(measured[0]) - measured[1] > max_skew_ms:
+            raise EsbperfError(f"{role}'s clock is {measured[0]:+.0f} ms off this machine's (limit ±{max_skew_ms:g} ms, "
+                               "--max-skew-ms); synchronise the clocks (NTP/chrony) before measuring")
+    return skews
 
 
 def _record(plan: plans.Plan, targets: dict[str, topology.Target], testbed: topology.Testbed, agents: list[Agent],
@@ -197,7 +215,7 @@ def _context(run_dir: Path, plan: plans.Plan, testbed: topology.Testbed, targets
 
 def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Testbed, out: Path,
           verify: bool = True, console: Console | None = None,
-          local_state_dirs: Iterable[Path] = ()) -> Path:
+          local_state_dirs: Iterable[Path] = (), max_skew_ms: float = MAX_SKEW_MS) -> Path:
     """Run `plan` against the target(s) into a new run folder under `out`; return that folder.
 
     local_state_dirs: state folders of this machine's agents besides the default one (a launcher
@@ -213,9 +231,11 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
     client = connect()
     agents = preflight(client, targets, plan, testbed, local, verify, console.print)
     roles = monitored_roles(testbed)
+    skews = clock_skews(testbed, roles, max_skew_ms)
     run_dir = results.new_run_dir(out.resolve(), f"{plan.name}-{'+'.join(names)}-{time.strftime('%Y%m%d-%H%M%S')}")
     record = _record(plan, targets, testbed, agents, client.version())
     record["monitored_roles"] = roles
+    record["clock_skew"] = {"max_ms": max_skew_ms, "hosts": skews}
     record["local_state_dirs"] = [str(d) for d in local.state_dirs]
     results.write_json(run_dir / results.RUN_FILE, record)
     ctx = _context(run_dir, plan, testbed, targets, agents, local, connect, record, verify, roles, began)
@@ -226,7 +246,8 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
     return run_dir
 
 
-def resume(run_dir: Path, verify: bool = True, console: Console | None = None) -> Path:
+def resume(run_dir: Path, verify: bool = True, console: Console | None = None,
+           max_skew_ms: float = MAX_SKEW_MS) -> Path:
     """Continue a run with its unfinished steps, using the plan and targets it recorded."""
     began = time.monotonic()
     console = console or Console()
@@ -243,6 +264,8 @@ def resume(run_dir: Path, verify: bool = True, console: Console | None = None) -
     client = connect()
     agents = preflight(client, targets, plan, testbed, local, verify, console.print)
     roles = monitored_roles(testbed)
+    record.setdefault("clock_skew_resumed", []).append({"max_ms": max_skew_ms,
+                                                        "hosts": clock_skews(testbed, roles, max_skew_ms)})
     steps = plan.steps(list(targets))
     done = sum(results.is_finished(run_dir, s) for s in steps)
     if done == len(steps):
@@ -320,14 +343,16 @@ def plan_run(plan: plans.Plan, target_names: list[str], testbed: topology.Testbe
               help="Write the run's report (RUN/report) when the run ends.")
 @click.option("--dry-run", is_flag=True,
               help="Print every step and the estimated wall time, check plan and testbed, start nothing.")
-def run(plan_name, target_names, only, out, testbed_name, resume_dir, no_verify, report, dry_run) -> None:
+@click.option("--max-skew-ms", default=MAX_SKEW_MS, show_default=True, type=click.FloatRange(min=0),
+              help="Refuse the run when a monitored host's clock is further off this machine's.")
+def run(plan_name, target_names, only, out, testbed_name, resume_dir, no_verify, report, dry_run, max_skew_ms) -> None:
     """Run a sweep plan against one or more targets through the console; one results folder per step."""
     if resume_dir:
         if dry_run:
             raise EsbperfError("--dry-run plans a new run; it does not take --resume")
         if plan_name or target_names or only:
             raise EsbperfError("--resume continues a run with its own plan and targets; do not give --plan/--target/--scenario")
-        folder = resume(resume_dir, verify=not no_verify)
+        folder = resume(resume_dir, verify=not no_verify, max_skew_ms=max_skew_ms)
     else:
         if not plan_name or not target_names:
             raise EsbperfError("give --plan and --target (or --resume DIR)")
@@ -341,7 +366,8 @@ def run(plan_name, target_names, only, out, testbed_name, resume_dir, no_verify,
         if dry_run:
             plan_run(the_plan, list(target_names), topology.load(testbed_name), Console())
             return
-        folder = start(the_plan, list(target_names), topology.load(testbed_name), out, verify=not no_verify)
+        folder = start(the_plan, list(target_names), topology.load(testbed_name), out, verify=not no_verify,
+                       max_skew_ms=max_skew_ms)
     click.echo(f"results: {folder}")
     if report:
         from esbperf.analysis.report import write_report   # matplotlib only once there is data

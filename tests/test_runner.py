@@ -302,3 +302,50 @@ def test_dry_run_estimates_a_real_run_within_20_percent_and_starts_nothing(grind
     runner.start(the_plan, "direct", testbed, out)
     real = time.monotonic() - started
     assert abs(guess.total_s - real) <= 0.2 * real, (guess.total_s, real)
+
+
+class SkewedMonitor:
+    """A stand-in for a monitor on a host whose clock is `offset_ms` ahead. (The real monitor reads
+    the real clock, and moving this machine's clock would change the system for everything else.)"""
+
+    def __init__(self, port: int, offset_ms: int):
+        import http.server
+
+        offset = offset_ms
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                body = json.dumps({"role": "ws1"}).encode()
+                self.send_response(200)
+                self.send_header("X-Monitor-Time-Ms", str(int(time.time() * 1000) + offset))
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer((HOST, port), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.slow
+def test_a_host_clock_off_beyond_the_limit_refuses_the_run(grinder, echoes, tmp_path):
+    testbed_file = write_testbed(tmp_path / "skewed.yaml", ECHO_PORTS)
+    data = yaml.safe_load(testbed_file.read_text())
+    data["hosts"]["ws1"]["monitor_port"] = 16099
+    testbed_file.write_text(yaml.safe_dump(data))
+    testbed = topology.load(testbed_file)
+    monitor = SkewedMonitor(16099, offset_ms=500)
+    try:
+        with pytest.raises(EsbperfError, match=r"^ws1's clock is \+(4\d\d|5\d\d) ms off this machine's \(limit ±100 ms, "
+                                               r"--max-skew-ms\); synchronise the clocks"):
+            runner.start(plans.load(write_plan(tmp_path / "skew.yaml")), "direct", testbed, tmp_path / "refused")
+        assert not (tmp_path / "refused").exists()
+        assert runner.clock_skews(testbed, ["ws1"], 1000)["ws1"]["skew_ms"] == pytest.approx(500, abs=50)
+    finally:
+        monitor.close()
