@@ -242,6 +242,9 @@ class StepRunner:
             raise self._set_aside(tmp, record, reason, stop_run=not back,
                                   hint="" if back else f"; it did not come back within {CONSOLE_RETURN_S} s") from None
 
+        faults = self._network_faults(start_ms, end_ms)
+        if faults:
+            record["network_faults"] = faults
         problems = self._bring_home(workers, log_folder, tmp)
         died = [w for i, w in workers.items() if i in self.ended_early and collect.has_rows(tmp / "logs", w)]
         if died:
@@ -320,6 +323,13 @@ class StepRunner:
         if not failed:
             return None
         return f"target {step.target} no longer answers: {failed[0].url}: {failed[0].detail}"
+
+    def _network_faults(self, start_ms: int, end_ms: int) -> list[dict]:
+        """The faults emulated on the testbed's links (`esbperf testbed fault`) during the step."""
+        if not self.ctx.testbed.emulated:
+            return []
+        from esbperf import testbed_fault
+        return testbed_fault.during(self.ctx.testbed, start_ms, end_ms)
 
     def _collect_monitors(self, step_dir: Path, start_ms: int, warmup_end_ms: int, end_ms: int) -> dict:
         if not self.ctx.monitored_roles:
