@@ -24,6 +24,7 @@ public final class Schedule {
   private final LongAdder started = new LongAdder();
   private final LongAdder late = new LongAdder();
   private final AtomicLong maxLagNanos = new AtomicLong();
+  private final AtomicLong lastStart = new AtomicLong(UNSET);
   private final AtomicInteger users = new AtomicInteger();
 
   /**
@@ -57,8 +58,9 @@ public final class Schedule {
     return (long) (ticket * periodNanos);
   }
 
-  /** Count a start that happened {@code lagNanos} after its ticket was due. */
-  public void started(long lagNanos) {
+  /** Count a start at {@code startNanos}, {@code lagNanos} after its ticket was due. */
+  public void started(long startNanos, long lagNanos) {
+    lastStart.accumulateAndGet(startNanos, Math::max);
     started.increment();
     if (lagNanos > lateNanos) {
       late.increment();
@@ -97,12 +99,19 @@ public final class Schedule {
     return users.decrementAndGet() == 0;
   }
 
-  /** One line for the worker's log: starts, late starts, largest lag, and starts due but never sent. */
+  /**
+   * Starts that were due by the latest start but had not started by then: the schedule's
+   * backlog when the pool stopped (0 or about 0 when it kept up).
+   */
+  public long getBehind() {
+    final long last = lastStart.get();
+    return last == UNSET ? 0 : Math.max(0, getDue(last) - getStarted());
+  }
+
+  /** One line for the worker's log: starts, late starts, largest lag, and the backlog at the end. */
   public String summary() {
-    final long due = getDue(System.nanoTime());
-    final long sent = getStarted();
     return String.format("open model: %d starts at %.1f/s; %d late by more than %d us, largest lag %d us; "
-        + "%d due but never started", sent, rate, getLate(), lateNanos / 1000, getMaxLagMicros(),
-        Math.max(0, due - sent));
+        + "%d due but not started by the last start", getStarted(), rate, getLate(), lateNanos / 1000,
+        getMaxLagMicros(), getBehind());
   }
 }

@@ -114,7 +114,7 @@ public final class User {
     micros = (end - start) / 1000;
     if (schedule != null) {
       latencyMicros = (end - due) / 1000;
-      schedule.started(start - due);
+      schedule.started(start, start - due);
     }
     if (statistics != null) {
       final StatisticsForTest last = statistics.getForLastTest();

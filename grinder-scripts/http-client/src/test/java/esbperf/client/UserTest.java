@@ -75,6 +75,7 @@ class UserTest {
       assertTrue(seconds > 0.19 && seconds < 0.4, "took " + seconds + " s");
       assertEquals(100, schedule.getStarted());
       assertTrue(schedule.getMaxLagMicros() < 50_000, "lag " + schedule.getMaxLagMicros());
+      assertTrue(schedule.getBehind() <= 1, "behind " + schedule.getBehind());
       assertTrue(user.close(), "the only thread of the pool is its last");
     }
   }
@@ -99,6 +100,8 @@ class UserTest {
     assertEquals(schedule.getMaxLagMicros() >= lastLag - 1, true);
     assertTrue(schedule.getLate() >= 18, "late starts " + schedule.getLate());
     assertTrue(schedule.getDue(System.nanoTime()) > 60, "due " + schedule.getDue(System.nanoTime()));
+    // At the last start, ~19 × (10 - 2.5) ms behind: about 57 starts were due and not started.
+    assertTrue(schedule.getBehind() > 40, "behind " + schedule.getBehind());
     assertTrue(schedule.summary().contains("20 starts at 400.0/s"), schedule.summary());
     user.close();
   }
