@@ -43,13 +43,21 @@ PAYLOAD_BYTES = properties.getInt("esbperf.payload.bytes", 1024)
 KEEPALIVE = properties.getBoolean("esbperf.keepalive", True)
 TIMEOUT_MS = properties.getInt("esbperf.timeout.ms", 120000)
 USERS = properties.getInt("esbperf.users", 0)   # 0: every thread is a user
-RATE = float(properties.getProperty("esbperf.rate", "0") or 0)
+RATE_TEXT = properties.getProperty("esbperf.rate", "0") or "0"
 LATE_US = properties.getLong("esbperf.late.us", 1000)
 PROCESSES = properties.getInt("grinder.processes", 1)
 THREADS = properties.getInt("grinder.threads", 1)
 ERRORS_LOGGED = 10   # per worker thread: enough to see why, not enough to flood the log
 CALIBRATE = SCENARIO == "calibrate"
 CALIBRATION_TEST = 99
+
+
+try:
+    RATE = float(RATE_TEXT)
+except ValueError:
+    RATE = -1
+if not 0 <= RATE < float("inf"):
+    raise RuntimeError("esbperf.rate must be starts per second (0: closed model), not %r" % RATE_TEXT)
 
 
 def utf8(text):

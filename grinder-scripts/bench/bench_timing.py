@@ -1,13 +1,14 @@
 """Benchmark: esbperf's timing and throughput beside wrk, against the same Camel direct proxy.
 
     .venv/bin/python grinder-scripts/bench/bench_timing.py [--rounds 3] [--seconds 15] [--warmup 5]
-        [--users 1,20] [--size 1024] [--jfr FOLDER]
+        [--users 1,20] [--size 1024] [--calibration-sizes 102400,1048576] [--jfr FOLDER]
 
 Starts the JAX-WS RI echo (ws1) and Camel in front of it (/proxy/echo, as bench_esb.py does),
 a console and one agent, all on loopback, then measures in turns, in one run: wrk (1 thread,
 N keep-alive connections) and esbperf (real console/agent/worker, closed model, N users in one
 worker process, the `proxy` scenario against Camel), at each user count, with a different one
-first in each round; then a calibration step (esbperf.scenario=calibrate) per user count.
+first in each round; then a calibration step (esbperf.scenario=calibrate) per user count, and
+one with 1 user per --calibration-sizes payload (--rounds 0: calibrations only).
 
 Per run: TPS over the measured window, mean/p50/p99 response time (esbperf: the workers'
 `Response us`; wrk: its own µs latency), and CPU milliseconds per transaction of the client (wrk,
@@ -53,12 +54,12 @@ def run_wrk(url: str, body: bytes, headers: dict, users: int, seconds: int, serv
             "client_ms": client / max(r.requests, 1), "server_ms": server / max(r.requests, 1)}
 
 
-def worker_properties(users: int, log_dir: Path, scenario: str, jfr: Path | None) -> dict:
+def worker_properties(users: int, log_dir: Path, scenario: str, size: int, jfr: Path | None) -> dict:
     properties = {
         "grinder.processes": 1, "grinder.threads": users, "grinder.runs": 0, "grinder.duration": 600000,
         "grinder.logDirectory": str(log_dir), "esbperf.users": users, "esbperf.scenario": scenario,
         "esbperf.target.kind": "esb", "esbperf.target.url": f"http://{HOST}:{CAMEL_PORT}",
-        "esbperf.payload.bytes": 1024, "esbperf.keepalive": "true", "esbperf.timeout.ms": 30000,
+        "esbperf.payload.bytes": size, "esbperf.keepalive": "true", "esbperf.timeout.ms": 30000,
     }
     if jfr:
         # The console's properties replace the agent's worker options: repeat them, plus JFR.
@@ -114,6 +115,8 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=5, help="seconds of each esbperf run before its window")
     parser.add_argument("--users", default="1,20", help="user counts (wrk connections = esbperf threads)")
     parser.add_argument("--size", type=int, default=1024, help="thesis envelope size in bytes")
+    parser.add_argument("--calibration-sizes", type=lambda v: [int(x) for x in v.split(",") if x], default=[],
+                        help="also calibrate 1 user at these payload sizes (bytes, comma-separated)")
     parser.add_argument("--jfr", type=Path, help="record each esbperf worker with Java Flight Recorder here")
     args = parser.parse_args()
     wrk.require()
@@ -140,7 +143,7 @@ hosts:
     headers = {"Content-Type": request.content_type, **dict(zip(request.headers[::2], request.headers[1::2]))}
     url = f"http://{HOST}:{CAMEL_PORT}{request.path}"
     results: dict[tuple[str, int], list[dict]] = {}
-    calibrations: dict[int, dict] = {}
+    calibrations: dict[tuple[int, int], dict] = {}
     load_before = os.getloadavg()[0]
     group = procs.ProcessGroup()
     try:
@@ -155,7 +158,8 @@ hosts:
         client = ControlClient(testbed.api_url, timeout=30)
         client.wait_for_agents(1, 30)
         client.distribute()
-        wrk.run(url, body, 20, 10, headers=headers)   # the JITs of Camel and the echo
+        if args.rounds:
+            wrk.run(url, body, 20, 10, headers=headers)   # the JITs of Camel and the echo
         step = 0
         for round_ in range(args.rounds):
             for users in user_counts:
@@ -166,18 +170,18 @@ hosts:
                         r = run_wrk(url, body, headers, users, args.seconds, servers)
                     else:
                         properties = worker_properties(users, work / "logs" / f"{step:02d}-esbperf-{users}", "proxy",
-                                                       args.jfr)
+                                                       args.size, args.jfr)
                         r, _, _ = run_esbperf(client, the_agent.pid, properties, args.warmup, args.seconds, servers)
                     results.setdefault((tool, users), []).append(r)
                     print(f"round {round_ + 1} {users:3d} users {tool:8s} {r['tps']:8.0f} TPS  mean {r['mean_ms']:.3f} ms  "
                           f"p50 {r['p50_ms']:.3f}  p99 {r['p99_ms']:.3f}  errors {r['errors']}  client "
                           f"{r['client_ms']:.3f} CPU-ms/tx  Camel+echo {r['server_ms']:.3f} CPU-ms/tx", flush=True)
-        for users in user_counts:
-            properties = worker_properties(users, work / "logs" / f"calibrate-{users}", "calibrate", None)
+        for users, size in [(u, args.size) for u in user_counts] + [(1, s) for s in args.calibration_sizes]:
+            properties = worker_properties(users, work / "logs" / f"calibrate-{users}-{size}", "calibrate", size, None)
             _, logs, window = run_esbperf(client, the_agent.pid, properties, args.warmup, args.seconds, servers)
-            calibrations[users] = calibration.summarise(logs, *window)
-            c = calibrations[users]
-            print(f"calibrate {users:3d} users: floor mean {c['floor_mean_us']:.1f} us p50 {c['floor_p50_us']:.0f} "
+            calibrations[(users, size)] = calibration.summarise(logs, *window)
+            c = calibrations[(users, size)]
+            print(f"calibrate {users:3d} users {size:8d} B: floor mean {c['floor_mean_us']:.1f} us p50 {c['floor_p50_us']:.0f} "
                   f"p99 {c['floor_p99_us']:.0f}; outside the clock {c['outside_clock_us']:.1f} us; "
                   f"{c['tps']:.0f} TPS", flush=True)
     finally:
@@ -193,17 +197,17 @@ def table(results: dict, calibrations: dict, user_counts: list[int], args, load:
 
     lines = ["| users | client | TPS | ÷ wrk TPS | mean ms | − wrk mean ms | p50 ms | p99 ms | client CPU-ms/tx | Camel+echo CPU-ms/tx |",
              "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for users in user_counts:
+    for users in user_counts if results else []:
         for tool in ("wrk", "esbperf"):
             tps, mean = median(tool, users, "tps"), median(tool, users, "mean_ms")
             lines.append(f"| {users} | {tool} | {tps:.0f} | {tps / median('wrk', users, 'tps'):.2f} | {mean:.3f} | "
                          f"{mean - median('wrk', users, 'mean_ms'):+.3f} | {median(tool, users, 'p50_ms'):.3f} | "
                          f"{median(tool, users, 'p99_ms'):.3f} | {median(tool, users, 'client_ms'):.3f} | "
                          f"{median(tool, users, 'server_ms'):.3f} |")
-    lines += ["", "| calibration, users | floor mean µs | floor p50 µs | floor p99 µs | outside the clock µs/tx | TPS |",
-              "|---:|---:|---:|---:|---:|---:|"]
-    for users, c in calibrations.items():
-        lines.append(f"| {users} | {c['floor_mean_us']:.1f} | {c['floor_p50_us']:.0f} | {c['floor_p99_us']:.0f} | "
+    lines += ["", "| calibration: users | payload | floor mean µs | floor p50 µs | floor p99 µs | outside the clock µs/tx | TPS |",
+              "|---:|---:|---:|---:|---:|---:|---:|"]
+    for (users, size), c in calibrations.items():
+        lines.append(f"| {users} | {size} B | {c['floor_mean_us']:.1f} | {c['floor_p50_us']:.0f} | {c['floor_p99_us']:.0f} | "
                      f"{c['outside_clock_us']:.1f} | {c['tps']:.0f} |")
     return "\n".join(lines) + (
         f"\n\n(Camel direct proxy {PATH}, {args.size} B thesis envelope, keep-alive; medians of {args.rounds} rounds of "
