@@ -128,6 +128,7 @@ class TestRunner:
         self.active = SCHEDULE is not None or USERS <= 0 or user_index() < USERS
         self.user = User(PREPARED, TIMEOUT_MS, SCHEDULE, grinder.statistics)
         self.errors = 0
+        self.slow_rights = 0   # right answers that missed their fast check: each costs Jython
 
     def __call__(self):
         if not self.active:
@@ -148,11 +149,16 @@ class TestRunner:
             problem = request.check(self.user.answer)
             if problem:
                 grinder.statistics.forLastTest.success = False
+            elif request.expected is not None:
+                self.slow_rights += 1
         if problem:
             self.errors += 1
             if self.errors <= ERRORS_LOGGED:
                 grinder.logger.warn("%s %s: %s" % (SCENARIO, request.path, problem))
 
     def __del__(self):
+        if self.slow_rights:
+            grinder.logger.warn("%d right answers missed their fast check (contract.Expected) and were judged "
+                                "in Jython" % self.slow_rights)
         if self.user.close():
             grinder.logger.info(SCHEDULE.summary())

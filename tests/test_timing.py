@@ -241,3 +241,29 @@ def test_a_calibration_step_measures_the_client_alone(grinder, echoes, slow_echo
     assert 0 < result["floor_mean_us"] < 2000 and 0 < result["outside_clock_us"] < 5000, result
     assert result["cycle_us"] == pytest.approx(result["floor_mean_us"] + result["outside_clock_us"])
     assert result["tps"] == pytest.approx(result["threads"] * 1e6 / result["cycle_us"], rel=0.05)
+
+
+def test_summarise_reads_the_window_and_defines_each_number(tmp_path):
+    header = ("Thread, Run, Test, Start time (ms since Epoch), Test time, Errors, HTTP status, Request bytes, "
+              "Response bytes, Response us\n")
+    # Two threads in one log, one in another; each thread starts every 10 ms from t = 0 to 1990 ms
+    # with 4 µs timed; one failure; rows before 1000 ms are outside the window.
+    for name, threads in (("a-0-data.log", (0, 1)), ("b-0-data.log", (0,))):
+        lines = [header]
+        for thread in threads:
+            for run, start in enumerate(range(0, 2000, 10)):
+                failed = int(name.startswith("b") and start == 1500)
+                lines.append(f"{thread}, {run}, 99, {start}, 0, {failed}, 200, 1024, 1024, {4 + (start == 1990) * 96}\n")
+        (tmp_path / name).write_text("".join(lines) + "0, 999, 99, 1500, 0, 0, 200, 10")   # cut short: ignored
+    result = calibration.summarise(sorted(tmp_path.glob("*-data.log")), 1000, 2000)
+    assert result["log_files"] == 2 and result["threads"] == 3 and result["window_s"] == 1.0
+    assert result["transactions"] == 3 * 100 - 1 and result["errors"] == 1 and result["tps"] == 299
+    assert result["floor_p50_us"] == 4 and result["floor_p99_us"] == 100 and result["floor_max_us"] == 100
+    assert result["floor_mean_us"] == pytest.approx((296 * 4 + 3 * 100) / 299)
+    assert result["cycle_us"] == pytest.approx(10_000)   # 1 s × 3 threads / 300 transactions
+    assert result["outside_clock_us"] == pytest.approx(10_000 - result["floor_mean_us"])
+    with pytest.raises(calibration.EsbperfError, match="no successful calibration transaction"):
+        calibration.summarise(sorted(tmp_path.glob("*-data.log")), 5000, 6000)
+    (tmp_path / "old-data.log").write_text(header.replace(", Response us", "") + "0, 0, 99, 1500, 0, 0, 200, 1, 1\n")
+    with pytest.raises(calibration.EsbperfError, match=r"old-data.log: data log has no 'Response us' column"):
+        calibration.summarise([tmp_path / "old-data.log"], 1000, 2000)
