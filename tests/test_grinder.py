@@ -54,7 +54,7 @@ def test_two_agents_run_workers_against_a_valid_target(grinder, echoes, tmp_path
     rows = sum(len(Path(p).read_text().splitlines()) - 1 for p in glob.glob(str(tmp_path / "*-data.log")))
     assert rows == totals["Tests"], "the console counts exactly the transactions in the data logs"
     header = (tmp_path / data_logs[0]).read_text().splitlines()[0]
-    assert header.endswith("Errors, HTTP status, Request bytes, Response bytes")
+    assert header.endswith("Errors, HTTP status, Request bytes, Response bytes, Response us")
 
 
 def test_a_wrong_answer_is_an_error_not_a_transaction(grinder, echoes, tmp_path):
