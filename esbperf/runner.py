@@ -161,6 +161,9 @@ def execute(ctx: RunContext, client: ControlClient, console: Console) -> list[st
     steps = ctx.plan.steps(list(ctx.targets))
     todo = [s for s in steps if not results.is_finished(ctx.dir, s)]
     _prepare(client)
+    if "calibration" not in ctx.record:
+        ctx.record["calibration"] = calibrate(ctx, client, console)
+        results.write_json(ctx.dir / results.RUN_FILE, ctx.record)
     aside: list[str] = []
     steps_wall = 0.0
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
@@ -205,6 +208,20 @@ def execute(ctx: RunContext, client: ControlClient, console: Console) -> list[st
         if steps_wall:
             estimate.remember(run_overhead_s=time.monotonic() - ctx.began - steps_wall)
     return aside
+
+
+def calibrate(ctx: RunContext, client: ControlClient, console: Console) -> dict:
+    """Calibrate the client before the first step, at the plan's smallest and largest payload: what
+    it adds to every transaction inside and outside the clock (run.json `calibration`, by payload)."""
+    sizes = sorted({min(ctx.plan.payloads), max(ctx.plan.payloads)})
+    found = {}
+    for size in sizes:
+        summary = StepRunner(ctx, client, lambda *a: None).calibrate(size)
+        found[plans.size_label(size)] = summary
+        console.print(f"client calibration at {plans.size_label(size)}: timed floor {summary['floor_mean_us']:.0f} µs "
+                      f"(p99 {summary['floor_p99_us']:.0f}), {summary['outside_clock_us']:.1f} µs per transaction "
+                      f"outside the clock")
+    return found
 
 
 def _context(run_dir: Path, plan: plans.Plan, testbed: topology.Testbed, targets: dict[str, topology.Target],

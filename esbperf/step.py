@@ -22,6 +22,7 @@ from esbperf.topology import Target, Testbed
 from esbperf.verify import verify_target
 
 STOP_WAIT_S = 30             # the workers' end after the stop signal
+CALIBRATION_WARMUP_S, CALIBRATION_S = 2, 3   # a calibration's warm-up and measurement
 CONSOLE_RETURN_S = 120       # how long a run waits for a console that stopped answering mid-step
 # Workers stop by themselves this long after a step's planned end, should the runner not stop them
 # (it died, or the console did: agents then come back only once their workers end). 2560 users
@@ -268,6 +269,45 @@ class StepRunner:
             raise self._set_aside(tmp, record, f"{errors} errors, and {problem}", stop_run=True)
         record["wall_s"] = round(time.monotonic() - began, 3)
         return results.finish_step(tmp, record)
+
+    def calibrate(self, payload_bytes: int) -> dict:
+        """What the client adds per transaction at this payload: one worker thread per agent against
+        an instant server inside its own process (scenario `calibrate`, esbperf/calibration.py).
+        Its logs are kept in RUN/calibration/<payload>/."""
+        from esbperf import calibration
+
+        ctx, plan = self.ctx, self.ctx.plan
+        label = plans.size_label(payload_bytes)
+        folder = ctx.dir / "calibration" / label
+        log_folder = collect.step_log_folder(ctx.dir.name, Path("calibration") / label, str(now_ms()))
+        properties = {"grinder.processes": 1, "grinder.threads": 1, "grinder.runs": 0,
+                      "grinder.duration": int((CALIBRATION_WARMUP_S + CALIBRATION_S + SAFETY_NET_S) * 1000),
+                      "grinder.logDirectory": log_folder, "esbperf.scenario": "calibrate", "esbperf.users": 0,
+                      "esbperf.payload.bytes": payload_bytes, "esbperf.keepalive": str(plan.keepalive).lower(),
+                      "esbperf.timeout.ms": int(plan.timeout_s * 1000)}
+        for action in ("stop", "reset", "start"):
+            self._call(lambda: self.client.recording(action))
+        start_ms = now_ms()
+        ids = self._call(lambda: self.client.start_workers_and_wait(properties, len(ctx.agents)))
+        workers = {w["id"]: collect.Worker(w["id"], w["name"], a["name"])
+                   for a in self._call(self.client.agents) for w in a.get("workers", []) if w["id"] in ids}
+        try:
+            first = self._first_report(start_ms + int((CALIBRATION_WARMUP_S + 30) * 1000), workers)
+            self._wait_until(first + CALIBRATION_WARMUP_S * 1000, "calibrating the client", workers)
+            window_start = now_ms()
+            self._wait_until(window_start + CALIBRATION_S * 1000, "calibrating the client", workers)
+            window_end = now_ms()
+        except _Spoilt as e:
+            raise EsbperfError(f"the client's calibration failed: {e.reason}") from None
+        finally:
+            self._call(self.client.stop_workers)
+        self._call(lambda: self.client.wait_workers_finished(set(workers), STOP_WAIT_S))
+        problems = collect.bring_home(workers.values(), log_folder, folder / "logs", ctx.fetchers)
+        if problems:
+            raise EsbperfError(f"the client's calibration failed: {problems[0]}")
+        summary = calibration.summarise(sorted((folder / "logs").glob("*-data.log")), window_start, window_end)
+        results.write_json(folder / "calibration.json", summary)
+        return summary
 
     def _record(self, step: plans.Step, start_ms: int, first_report_ms: int, warmup_end_ms: int, end_ms: int,
                 console_data: dict, workers: dict[str, collect.Worker], tmp: Path) -> dict:

@@ -349,3 +349,22 @@ def test_a_host_clock_off_beyond_the_limit_refuses_the_run(grinder, echoes, tmp_
         assert runner.clock_skews(testbed, ["ws1"], 1000)["ws1"]["skew_ms"] == pytest.approx(500, abs=50)
     finally:
         monitor.close()
+
+
+@pytest.mark.slow
+def test_an_open_model_plan_keeps_its_schedule_and_the_run_records_its_calibration(grinder, echoes, testbed_file, tmp_path):
+    the_plan = plans.load(write_plan(tmp_path / "open.yaml", rates=[200, 400], users=[6], payloads=["1KB"]))
+    run_dir = runner.start(the_plan, "direct", topology.load(testbed_file), tmp_path / "results")
+    record = json.loads((run_dir / "run.json").read_text())
+    [calibration] = record["calibration"].values()
+    assert 0 < calibration["floor_mean_us"] < 5000 and calibration["outside_clock_us"] > 0 and calibration["transactions"] > 0
+    assert list((run_dir / "calibration" / "1KB" / "logs").glob("*-data.log"))
+    for rate in (200, 400):
+        folder = run_dir / f"direct/proxy/1KB/6/rate-{rate}/iter-1"
+        meta = json.loads((folder / "step.json").read_text())
+        assert meta["model"] == "open" and meta["rate"] == rate and meta["threads"] * meta["processes"] * 2 >= 6
+        header = next((folder / "logs").glob("*-data.log")).read_text().splitlines()[0]
+        assert "Latency us" in header and "Start lag us" in header and "Response us" in header
+        window_s = (meta["end_ms"] - meta["warmup_end_ms"]) / 1000
+        started = sum(1 for r in data_rows(folder) if meta["warmup_end_ms"] <= int(r[3]) < meta["end_ms"])
+        assert started == pytest.approx(rate * window_s, rel=0.1), "the schedule was kept over both agents"
