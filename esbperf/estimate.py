@@ -18,7 +18,7 @@ from esbperf.config import state_dir
 from esbperf.plan import Plan, Step
 
 HISTORY = 50
-DEFAULTS = {"startup_s": 3.0, "tail_s": 2.0, "run_overhead_s": 10.0}
+DEFAULTS = {"startup_s": 3.0, "tail_s": 2.0, "calibration_s": 9.0, "run_overhead_s": 5.0}
 FILE_NAME = "runner-overheads.json"
 
 
@@ -35,7 +35,7 @@ def _load() -> dict[str, list[float]]:
 
 
 def remember(**seconds: float) -> None:
-    """Add measured overheads (startup_s, tail_s, run_overhead_s); never fails a run."""
+    """Add measured overheads (startup_s, tail_s, calibration_s, run_overhead_s); never fails a run."""
     try:
         data = _load()
         for kind, value in seconds.items():
@@ -63,7 +63,7 @@ def step_seconds(plan: Plan, startup_s: float, tail_s: float) -> float:
 @dataclass
 class Estimate:
     steps: list[tuple[Step, float]]      # each step and its estimated seconds
-    run_overhead_s: float
+    run_overhead_s: float                # preflight, distribution and the client's calibration
     measured_steps: int                  # how many measured steps the overhead is the median of
 
     @property
@@ -71,11 +71,17 @@ class Estimate:
         return self.run_overhead_s + sum(s for _, s in self.steps)
 
 
+def calibrated_sizes(plan: Plan) -> int:
+    """How many payloads a run calibrates the client at (runner.calibrate): smallest and largest."""
+    return len({min(plan.payloads), max(plan.payloads)})
+
+
 def estimate(plan: Plan, steps: list[Step]) -> Estimate:
     history = _load()
     median = {k: statistics.median(history[k]) if history.get(k) else v for k, v in DEFAULTS.items()}
     per_step = step_seconds(plan, median["startup_s"], median["tail_s"])
-    return Estimate([(s, per_step) for s in steps], median["run_overhead_s"], len(history.get("tail_s") or []))
+    per_run = median["run_overhead_s"] + calibrated_sizes(plan) * median["calibration_s"]
+    return Estimate([(s, per_step) for s in steps], per_run, len(history.get("tail_s") or []))
 
 
 def duration(seconds: float) -> str:

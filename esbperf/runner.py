@@ -23,7 +23,7 @@ from rich.table import Table
 
 from esbperf import collect, environment, estimate, plan as plans, procs, results, scenarios, topology
 from esbperf.config import AgentConfig, ConsoleConfig, state_dir
-from esbperf.console import ControlClient, statistics
+from esbperf.console import ControlClient, control_client, statistics
 from esbperf.errors import EsbperfError
 from esbperf.step import Agent, RunContext, StepAside, StepRunner
 from esbperf.verify import verify_target
@@ -161,9 +161,11 @@ def execute(ctx: RunContext, client: ControlClient, console: Console) -> list[st
     steps = ctx.plan.steps(list(ctx.targets))
     todo = [s for s in steps if not results.is_finished(ctx.dir, s)]
     _prepare(client)
+    calibrating = time.monotonic()
     if "calibration" not in ctx.record:
         ctx.record["calibration"] = calibrate(ctx, client, console)
         results.write_json(ctx.dir / results.RUN_FILE, ctx.record)
+    calibration_wall = time.monotonic() - calibrating
     aside: list[str] = []
     steps_wall = 0.0
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
@@ -206,17 +208,19 @@ def execute(ctx: RunContext, client: ControlClient, console: Console) -> list[st
         ctx.record["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         results.write_json(ctx.dir / results.RUN_FILE, ctx.record)
         if steps_wall:
-            estimate.remember(run_overhead_s=time.monotonic() - ctx.began - steps_wall)
+            estimate.remember(run_overhead_s=time.monotonic() - ctx.began - steps_wall - calibration_wall)
     return aside
 
 
 def calibrate(ctx: RunContext, client: ControlClient, console: Console) -> dict:
     """Calibrate the client before the first step, at the plan's smallest and largest payload: what
     it adds to every transaction inside and outside the clock (run.json `calibration`, by payload)."""
-    sizes = sorted({min(ctx.plan.payloads), max(ctx.plan.payloads)})
+    sizes = sorted({min(ctx.plan.payloads), max(ctx.plan.payloads)})   # estimate.calibrated_sizes
     found = {}
     for size in sizes:
+        began = time.monotonic()
         summary = StepRunner(ctx, client, lambda *a: None).calibrate(size)
+        estimate.remember(calibration_s=time.monotonic() - began)
         found[plans.size_label(size)] = summary
         console.print(f"client calibration at {plans.size_label(size)}: timed floor {summary['floor_mean_us']:.0f} µs "
                       f"(p99 {summary['floor_p99_us']:.0f}), {summary['outside_clock_us']:.1f} µs per transaction "
@@ -232,11 +236,13 @@ def _context(run_dir: Path, plan: plans.Plan, testbed: topology.Testbed, targets
 
 def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Testbed, out: Path,
           verify: bool = True, console: Console | None = None,
-          local_state_dirs: Iterable[Path] = (), max_skew_ms: float = MAX_SKEW_MS) -> Path:
+          local_state_dirs: Iterable[Path] = (), max_skew_ms: float = MAX_SKEW_MS,
+          token_file: Path | None = None) -> Path:
     """Run `plan` against the target(s) into a new run folder under `out`; return that folder.
 
     local_state_dirs: state folders of this machine's agents besides the default one (a launcher
-    that gave the client's services a state folder of their own)."""
+    that gave the client's services a state folder of their own). token_file: the console's token
+    (default: $ESBPERF_CONSOLE_TOKEN, or the token file of this state folder's console)."""
     began = time.monotonic()
     console = console or Console()
     names = [target_names] if isinstance(target_names, str) else list(target_names)
@@ -244,7 +250,7 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
         raise EsbperfError("give at least one --target")
     targets = _targets(testbed, names)
     local = collect.LocalAgents([state_dir(), *local_state_dirs])
-    connect = lambda: ControlClient(testbed.api_url)   # noqa: E731
+    connect = lambda: control_client(testbed, token_file)   # noqa: E731 - re-read: a restarted console has a new token
     client = connect()
     agents = preflight(client, targets, plan, testbed, local, verify, console.print)
     roles = monitored_roles(testbed)
@@ -254,6 +260,8 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
     record["monitored_roles"] = roles
     record["clock_skew"] = {"max_ms": max_skew_ms, "hosts": skews}
     record["local_state_dirs"] = [str(d) for d in local.state_dirs]
+    if token_file:
+        record["console_token_file"] = str(token_file)   # where, for --resume; never the token
     results.write_json(run_dir / results.RUN_FILE, record)
     ctx = _context(run_dir, plan, testbed, targets, agents, local, connect, record, verify, roles, began)
     console.print(f"run {run_dir} — {len(plan.steps(names))} steps of {plan.step_seconds():g} s against "
@@ -264,7 +272,7 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
 
 
 def resume(run_dir: Path, verify: bool = True, console: Console | None = None,
-           max_skew_ms: float = MAX_SKEW_MS) -> Path:
+           max_skew_ms: float = MAX_SKEW_MS, token_file: Path | None = None) -> Path:
     """Continue a run with its unfinished steps, using the plan and targets it recorded."""
     began = time.monotonic()
     console = console or Console()
@@ -277,7 +285,9 @@ def resume(run_dir: Path, verify: bool = True, console: Console | None = None,
     testbed = topology.load(record["testbed"]["file"])
     targets = _targets(testbed, [t["name"] for t in record["targets"]])
     local = collect.LocalAgents([state_dir(), *map(Path, record.get("local_state_dirs", []))])
-    connect = lambda: ControlClient(testbed.api_url)   # noqa: E731
+    if token_file is None and record.get("console_token_file"):
+        token_file = Path(record["console_token_file"])
+    connect = lambda: control_client(testbed, token_file)   # noqa: E731
     client = connect()
     agents = preflight(client, targets, plan, testbed, local, verify, console.print)
     roles = monitored_roles(testbed)
@@ -362,14 +372,18 @@ def plan_run(plan: plans.Plan, target_names: list[str], testbed: topology.Testbe
               help="Print every step and the estimated wall time, check plan and testbed, start nothing.")
 @click.option("--max-skew-ms", default=MAX_SKEW_MS, show_default=True, type=click.FloatRange(min=0),
               help="Refuse the run when a monitored host's clock is further off this machine's.")
-def run(plan_name, target_names, only, out, testbed_name, resume_dir, no_verify, report, dry_run, max_skew_ms) -> None:
+@click.option("--token-file", type=click.Path(dir_okay=False, path_type=Path),
+              help="The console's control-API token (default: $ESBPERF_CONSOLE_TOKEN, or the token file of "
+                   "the console started from this state folder).")
+def run(plan_name, target_names, only, out, testbed_name, resume_dir, no_verify, report, dry_run, max_skew_ms,
+        token_file) -> None:
     """Run a sweep plan against one or more targets through the console; one results folder per step."""
     if resume_dir:
         if dry_run:
             raise EsbperfError("--dry-run plans a new run; it does not take --resume")
         if plan_name or target_names or only:
             raise EsbperfError("--resume continues a run with its own plan and targets; do not give --plan/--target/--scenario")
-        folder = resume(resume_dir, verify=not no_verify, max_skew_ms=max_skew_ms)
+        folder = resume(resume_dir, verify=not no_verify, max_skew_ms=max_skew_ms, token_file=token_file)
     else:
         if not plan_name or not target_names:
             raise EsbperfError("give --plan and --target (or --resume DIR)")
@@ -384,7 +398,7 @@ def run(plan_name, target_names, only, out, testbed_name, resume_dir, no_verify,
             plan_run(the_plan, list(target_names), topology.load(testbed_name), Console())
             return
         folder = start(the_plan, list(target_names), topology.load(testbed_name), out, verify=not no_verify,
-                       max_skew_ms=max_skew_ms)
+                       max_skew_ms=max_skew_ms, token_file=token_file)
     click.echo(f"results: {folder}")
     if report:
         from esbperf.analysis.report import write_report   # matplotlib only once there is data

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from esbperf import procs
-from esbperf.console import ControlClient
+from esbperf import console
 from esbperf.echo import MAIN_CLASS as ECHO_MAIN
 from esbperf.testbed import host_commands
 from esbperf.topology import Testbed
@@ -34,6 +34,11 @@ def state_dir_of(workdir: Path, role: str) -> Path:
     return workdir / role
 
 
+def console_token_file(workdir: Path) -> Path:
+    """The token file of the console `start` starts (in the client's state folder)."""
+    return console.token_file(state_dir_of(workdir, "client") / "console")
+
+
 def start(testbed: Testbed, esb: str | None, workdir: Path, echo=print) -> procs.ProcessGroup:
     """Start everything; on any failure stop what was started and raise."""
     esb = esb or next(iter(testbed.hosts["esb"].esb_ports), None)   # as host_commands chooses
@@ -57,7 +62,7 @@ def start(testbed: Testbed, esb: str | None, workdir: Path, echo=print) -> procs
                 if where:
                     process.wait_until(lambda: procs.port_open(*where), START_TIMEOUT_S, f"answering at {where[0]}:{where[1]}")
                 else:   # the agent: ready when the console sees it
-                    client = ControlClient(testbed.api_url)
+                    client = console.control_client(testbed, console_token_file(workdir))
                     process.wait_until(lambda: bool(client.agents()), 60, "connecting to the console")
                 echo(f"started {name}" + (f" at {where[0]}:{where[1]}" if where else ""))
         return group

@@ -69,8 +69,12 @@ class Lab:
     workdir: Path
 
     @property
+    def token(self) -> Path:
+        return console.token_file(self.workdir / "console")
+
+    @property
     def client(self) -> console.ControlClient:
-        return console.ControlClient(self.testbed.api_url, timeout=30)
+        return console.control_client(self.testbed, self.token, timeout=30)
 
     def start_agent(self, name: str, folder: Path | None = None) -> procs.Process:
         [process] = agent.agent_processes(HOST, CONSOLE_PORT, 1, host_id=name,
@@ -134,7 +138,7 @@ def test_an_agent_killed_mid_step_keeps_the_step_aside_and_resume_finishes(lab, 
     killer = Background(kill_the_second_agent)
     with pytest.raises(EsbperfError, match=r"^step direct proxy 1KB 2u iter 1: agent fault-2 left the console during "
                                            r"the step .*kept aside in direct/proxy/1KB/2/\.failed-iter-1-.*--resume") as e:
-        runner.start(the_plan, "direct", lab.testbed, tmp_path / "results")
+        runner.start(the_plan, "direct", lab.testbed, tmp_path / "results", token_file=lab.token)
     assert "\n" not in str(e.value)
     killer.join(5)
     [run_dir] = (tmp_path / "results").iterdir()
@@ -145,7 +149,7 @@ def test_an_agent_killed_mid_step_keeps_the_step_aside_and_resume_finishes(lab, 
     lab.agents[1].stop()
     lab.start_agent("fault-2")
     lab.client.wait_for_agents(2, 60)
-    runner.resume(run_dir)
+    runner.resume(run_dir, token_file=lab.token)
     assert len(finished_steps(run_dir)) == len(the_plan.steps(["direct"])) == 2
     assert json.loads((run_dir / "run.json").read_text())["finished"]
 
@@ -159,7 +163,7 @@ def test_a_worker_killed_mid_step_spoils_that_step_only(lab, tmp_path):
         [pid] = worker_pids(lab.state_dir / "agents" / "fault-1")
         os.kill(pid, signal.SIGKILL)
     killer = Background(kill_one_worker)
-    run_dir = runner.start(the_plan, "direct", lab.testbed, tmp_path / "results")
+    run_dir = runner.start(the_plan, "direct", lab.testbed, tmp_path / "results", token_file=lab.token)
     killer.join(5)
     [aside] = run_dir.glob("direct/proxy/1KB/2/.failed-iter-1-*")
     reason = json.loads((aside / "step.json").read_text())["failed"]
@@ -167,7 +171,7 @@ def test_a_worker_killed_mid_step_spoils_that_step_only(lab, tmp_path):
     assert (run_dir / "direct/proxy/2KB/2/iter-1/step.json").is_file(), "the run went on with the next step"
     assert not json.loads((run_dir / "run.json").read_text())["finished"], "a run with a step aside is not finished"
 
-    runner.resume(run_dir)
+    runner.resume(run_dir, token_file=lab.token)
     assert len(finished_steps(run_dir)) == 2
     assert json.loads((run_dir / "run.json").read_text())["finished"]
 
@@ -182,12 +186,12 @@ def test_the_console_killed_and_restarted_mid_step(lab, tmp_path):
         time.sleep(2)
         lab.restart_console()
     restarter = Background(restart_the_console)
-    run_dir = runner.start(the_plan, "direct", lab.testbed, tmp_path / "results")
+    run_dir = runner.start(the_plan, "direct", lab.testbed, tmp_path / "results", token_file=lab.token)
     restarter.join(30)
     [aside] = run_dir.glob("direct/proxy/1KB/2/.failed-iter-1-*")
     assert "the console stopped answering" in json.loads((aside / "step.json").read_text())["failed"]
     assert (run_dir / "direct/proxy/2KB/2/iter-1/step.json").is_file(), "the run waited for it and went on"
-    runner.resume(run_dir)
+    runner.resume(run_dir, token_file=lab.token)
     assert len(finished_steps(run_dir)) == 2
 
 
@@ -198,7 +202,7 @@ def test_agents_that_are_not_the_runs_are_refused_in_one_line(lab, tmp_path):
                                           "workers"), lab.start_agent("late")))
     with pytest.raises(EsbperfError, match=r"agent late joined the console during the run \(the run's agents: "
                                            r"fault-1, fault-2\); stop it, or start a new run that includes it") as e:
-        runner.start(the_plan, "direct", lab.testbed, tmp_path / "results")
+        runner.start(the_plan, "direct", lab.testbed, tmp_path / "results", token_file=lab.token)
     assert "\n" not in str(e.value)
     joiner.join(5)
     lab.agents.pop().stop()
@@ -208,7 +212,7 @@ def test_agents_that_are_not_the_runs_are_refused_in_one_line(lab, tmp_path):
     names = lambda: sorted(a["name"] for a in lab.client.agents())   # noqa: E731
     wait_for(lambda: names() == ["fault-1", "fault-2", "stray"], 60, "the stray agent, and the late one gone")
     with pytest.raises(EsbperfError, match=r"^agent stray is connected to the console but runs on no host of "):
-        runner.start(the_plan, "direct", lab.testbed, tmp_path / "refused")
+        runner.start(the_plan, "direct", lab.testbed, tmp_path / "refused", token_file=lab.token)
     assert not (tmp_path / "refused").exists()
 
 
@@ -221,7 +225,7 @@ def test_ctrl_c_at_any_moment_loses_nothing_and_counts_nothing_twice(lab, tmp_pa
     plan_file = write_plan(tmp_path / "interrupted.yaml", payloads=["1KB", "2KB", "3KB"], users=[1], duration_s=2)
     out = tmp_path / "results"
     args = ["run", "--plan", str(plan_file), "--target", "direct", "--testbed", str(lab.testbed.path), "--out",
-            str(out), "--no-report"]
+            str(out), "--no-report", "--token-file", str(lab.token)]
     # Ctrl-C in the preflight, in a warm-up, while measuring, and between steps.
     for delay in (1.0, 6.5, 9.0, 12.5):
         process = run_cli(*args, state_dir=lab.state_dir)
@@ -256,7 +260,7 @@ def fill(disk: Path, leave: int) -> None:
 def test_a_full_results_disk_stops_the_run_and_resume_finishes_it(lab, tmp_path):
     disk = tmp_path / "disk"
     disk.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "esbperf-test-disk", str(disk)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512m", "esbperf-test-disk", str(disk)], check=True)
     try:
         the_plan = plans.load(write_plan(tmp_path / "filling.yaml", payloads=["1KB", "2KB", "3KB"], users=[1]))
         # The disk fills up once the first step is written.
@@ -264,14 +268,14 @@ def test_a_full_results_disk_stops_the_run_and_resume_finishes_it(lab, tmp_path)
                                               "the first step"), fill(disk, leave=64 * 1024)))
         with pytest.raises(EsbperfError, match=r"^the results disk is full .*every step finished before is intact in "
                                                r".*--resume") as e:
-            runner.start(the_plan, "direct", lab.testbed, disk)
+            runner.start(the_plan, "direct", lab.testbed, disk, token_file=lab.token)
         filler.join(5)
         assert "\n" not in str(e.value)
         [run_dir] = [p for p in disk.iterdir() if p.is_dir()]
         written = finished_steps(run_dir)
         assert len(written) == 1, "the step written before is intact"
-        subprocess.run(["mount", "-o", "remount,size=512m", str(disk)], check=True)
-        runner.resume(run_dir)
+        subprocess.run(["mount", "-o", "remount,size=1g", str(disk)], check=True)
+        runner.resume(run_dir, token_file=lab.token)
         steps = finished_steps(run_dir)
         assert set(written) <= set(steps) and len(steps) == len(set(steps)) == 3
     finally:

@@ -119,7 +119,9 @@ def test_a_run_through_camel_under_loss_and_a_partition_counts_errors_and_goes_o
     client_state = [stack.state_dir_of(tmp_path / "stack", "client")]
     try:
         testbed_fault.apply(testbed, "ws1", testbed_fault.Fault(1))
-        lossy = runner.start(the_plan, "camel", testbed, tmp_path / "results", local_state_dirs=client_state)
+        token = stack.console_token_file(tmp_path / "stack")
+        lossy = runner.start(the_plan, "camel", testbed, tmp_path / "results", local_state_dirs=client_state,
+                             token_file=token)
         testbed_fault.clear(testbed)
         for step in lossy.glob("camel/proxy/*/4/iter-1/step.json"):
             meta = json.loads(step.read_text())
@@ -137,7 +139,8 @@ def test_a_run_through_camel_under_loss_and_a_partition_counts_errors_and_goes_o
             testbed_fault.partition(testbed, "ws1", 5)
         cutter = threading.Thread(target=partition_mid_step, daemon=True)
         cutter.start()
-        cut = runner.start(the_plan, "camel", testbed, tmp_path / "results", local_state_dirs=client_state)
+        cut = runner.start(the_plan, "camel", testbed, tmp_path / "results", local_state_dirs=client_state,
+                           token_file=token)
         cutter.join(30)
         meta = json.loads((cut / "camel/proxy/1KB/4/iter-1/step.json").read_text())
         [fault] = meta["network_faults"]

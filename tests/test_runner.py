@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from conftest import ECHO_PORTS, HOST, IMPOSTOR_PORT, write_testbed
-from esbperf import plan as plans, results, runner, topology
+from esbperf import console, plan as plans, results, runner, topology
 from esbperf.errors import EsbperfError
 
 
@@ -263,14 +263,16 @@ def test_a_console_that_does_not_answer_fails_preflight_within_5_s(echoes, tmp_p
 def test_a_target_that_does_not_answer_fails_preflight_with_its_address(lone_console, tmp_path):
     testbed, _ = lone_console
     with pytest.raises(EsbperfError, match=r"target camel does not answer at http://127\.0\.0\.1:16280"):
-        runner.start(plans.load("smoke"), "camel", testbed, tmp_path / "results")
+        runner.start(plans.load("smoke"), "camel", testbed, tmp_path / "results",
+                     token_file=console.token_file(tmp_path / "console"))
 
 
 @pytest.mark.slow
 def test_no_agent_connected_is_a_clear_message(lone_console, echoes, tmp_path):
     testbed, _ = lone_console
     with pytest.raises(EsbperfError, match=r"no agent is connected to the console at 127\.0\.0\.1:16472"):
-        runner.start(plans.load("smoke"), "direct", testbed, tmp_path / "results")
+        runner.start(plans.load("smoke"), "direct", testbed, tmp_path / "results",
+                     token_file=console.token_file(tmp_path / "console"))
 
 
 def test_a_run_folder_is_never_reused(tmp_path):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import HOST
+from conftest import HOST, gather_logs, relative_logs
 from esbperf import calibration, scenarios
 from esbperf.console import statistics as console_statistics
 from esbperf.calibration import ERRORS, LATENCY_US, RESPONSE_US, START, START_LAG_US, percentile, read_columns
@@ -178,8 +178,9 @@ def test_open_mode_latency_shows_a_stall_that_response_time_hides(grinder, echoe
     stall_s = 1.0
     for action in ("stop", "reset", "start"):
         grinder.recording(action)
+    relative = relative_logs(tmp_path)
     workers = grinder.start_workers_and_wait(
-        {**open_properties(STALL_PORT, 200, threads=2, duration_ms=30000), "grinder.logDirectory": str(tmp_path)}, 2)
+        {**open_properties(STALL_PORT, 200, threads=2, duration_ms=30000), "grinder.logDirectory": relative}, 2)
     try:
         deadline = time.monotonic() + 30
         while (console_statistics(grinder.data())["Tests"] or 0) < 400 and time.monotonic() < deadline:
@@ -192,6 +193,7 @@ def test_open_mode_latency_shows_a_stall_that_response_time_hides(grinder, echoe
     finally:
         grinder.stop_workers()
         assert grinder.wait_workers_finished(workers, 30)
+    gather_logs(relative, tmp_path)
     found = rows(tmp_path, ERRORS, RESPONSE_US, LATENCY_US)
     assert len(found) > 1000 and not any(e for e, _, _ in found)
     response = sorted(r for _, r, _ in found)
