@@ -67,6 +67,7 @@ class Graph:
     xscale: str = "linear"
     xticks: list[tuple[float, str]] = field(default_factory=list)
     ymax: float | None = None          # fixed top of the y axis (percent scales)
+    ymin: float | None = 0.0           # bottom of the y axis; None: from the data
     scenario: str = ""
     plan: str = ""
     files: dict[str, Path] = field(default_factory=dict)   # filled by draw()
@@ -161,6 +162,11 @@ def scenario_graphs(agg: pl.DataFrame, scenario: str, labels: dict[tuple[str, st
             graphs.append(Graph(f"{stem}-process-cpu-vs-{sweep_name}",
                                 f"{scenario}: CPU of the ESB and echo processes {vs} (mean over the window)",
                                 ylabel="CPU (% of one core)", panels=[p for p in proc_panels if p.series], **common))
+        # The ESB JVM's collector (analysis/gc.py). It sits near 100 %: the axis starts from the data.
+        graphs.append(Graph(f"{stem}-esb-gc-vs-{sweep_name}", f"{scenario}: ESB GC throughput {vs}",
+                            ylabel="GC throughput (% of the window not paused)",
+                            panels=[Panel("", _series(sweep, x, "esb_gc_throughput_percent", labels, div))],
+                            ymax=100, ymin=None, **common))
         net_panels = [Panel(f"{role} (link {links[role]:g} Mbit/s)" if role in links else role,
                             _series(sweep, x, f"{role}_rx_mbit", labels, div, " rx")
                             + _series(sweep, x, f"{role}_tx_mbit", labels, div, " tx", "--"),
@@ -257,7 +263,7 @@ def draw(graph: Graph, out_dir: Path, colors: dict[str, str] | None = None) -> d
             ax.minorticks_off()
         ax.set_xlabel(graph.xlabel)
         ax.grid(True, alpha=0.3)
-        ax.set_ylim(bottom=0, top=graph.ymax)
+        ax.set_ylim(bottom=graph.ymin, top=graph.ymax)
     axes[0].set_ylabel(graph.ylabel)
     axes[-1].legend(fontsize="small")
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -108,7 +108,8 @@ def _scenario_table(analysis: "Analysis", runs: list[Run], scenario: str) -> str
     agg = (analysis.aggregate.filter(pl.col("scenario") == scenario, pl.col("run").is_in(list(label)))
            .sort("payload_bytes", "users", "run"))
     headers = ["run", "payload", "users", "iterations", "TPS", "mean RT ms", "p50", "p90", "p99", "p99.9",
-               "errors", "ESB host CPU %", "ESB JVM CPU % of a core", "bottleneck"]
+               "errors", "ESB host CPU %", "ESB JVM CPU % of a core", "ESB GC throughput %", "ESB GC p99 pause ms",
+               "bottleneck"]
     rows, classes = [], []
     for r in agg.iter_rows(named=True):
         rows.append([escape(label.get(r["run"], r["run"])), escape(r["payload_label"]), fmt(r["users"]),
@@ -118,6 +119,8 @@ def _scenario_table(analysis: "Analysis", runs: list[Run], scenario: str) -> str
                      fmt(r["errors"], 0 if r["errors"] == int(r["errors"]) else 1),
                      with_ci(r["esb_cpu_mean"], r["esb_cpu_mean_ci95"]),
                      with_ci(r["esb_proc_cpu_mean"], r["esb_proc_cpu_mean_ci95"]),
+                     with_ci(r["esb_gc_throughput_percent"], r["esb_gc_throughput_percent_ci95"], 2),
+                     with_ci(r["esb_gc_pause_p99_ms"], r["esb_gc_pause_p99_ms_ci95"], 2),
                      escape(r["bottlenecks"]) or "no"])
         classes.append("bottleneck" if r["bottleneck"] else "")
     return table(headers, rows, 3, classes, text_last=True)

@@ -9,6 +9,7 @@ from typing import Iterable
 import polars as pl
 
 from esbperf.analysis.datalog import LogStats, data_logs, log_stats
+from esbperf.analysis.gc import GC_FIGURES, GC_ROLES, GcStats, gc_file, gc_stats
 from esbperf.analysis.monitor import HostStats, host_stats, monitor_file
 from esbperf.analysis.results import Run, Step
 from esbperf.monitor import THRESHOLD_PERCENT
@@ -61,7 +62,17 @@ def bottlenecks(step: Step, hosts: dict[str, HostStats]) -> list[str]:
     return sorted(set(found))
 
 
-def step_row(run: Run, step: Step, logs: LogStats, hosts: dict[str, HostStats]) -> dict:
+def gc_columns(role: str, g: GcStats | None) -> dict:
+    """A JVM's GC figures over the window (analysis/gc.py); empty, not zero, without its GC log."""
+    figures = dict.fromkeys(GC_FIGURES) if g is None else {
+        "gc_throughput_percent": g.throughput_percent, "gc_pauses": len(g.pauses),
+        "gc_pause_p99_ms": percentile(g.pause_histogram, 99.0), "gc_pause_max_ms": g.pause_max_ms,
+        "heap_after_gc_mb": g.heap_after_mean_mb, "heap_after_gc_max_mb": g.heap_after_max_mb}
+    return {f"{role}_{name}": figures[name] for name in GC_FIGURES}
+
+
+def step_row(run: Run, step: Step, logs: LogStats, hosts: dict[str, HostStats],
+             gcs: dict[str, GcStats] | None = None) -> dict:
     """One summary.csv row (see docs/analysis.md for every column)."""
     m = step.meta
     window_s = (m["end_ms"] - m["warmup_end_ms"]) / 1000.0
@@ -88,6 +99,8 @@ def step_row(run: Run, step: Step, logs: LogStats, hosts: dict[str, HostStats]) 
                     f"{role}_proc_cpu_mean": h.proc_cpu_mean, f"{role}_proc_cpu_max": h.proc_cpu_max,
                     f"{role}_rx_mbit": h.rx_mbit, f"{role}_tx_mbit": h.tx_mbit,
                     f"{role}_link_percent": h.link_percent, f"{role}_gap_s": h.gap_ms / 1000.0})
+    for role in GC_ROLES:
+        row.update(gc_columns(role, (gcs or {}).get(role)))
     # The console's own count of the measurement: a check that every worker's data log is here.
     console = m.get("console") if isinstance(m.get("console"), dict) else {}
     totals = dict(zip(console.get("columns") or [], console.get("totals") or []))
@@ -105,7 +118,9 @@ def analyse_step(run: Run, step: Step) -> tuple[dict, LogStats]:
     logs = log_stats(data_logs(step.dir), step.meta["warmup_end_ms"], step.meta["end_ms"])
     hosts = {role: host_stats(monitor_file(step.dir, role), role, step.link_mbit(role))
              for role in ROLES if monitor_file(step.dir, role).exists()}
-    return step_row(run, step, logs, hosts), logs
+    gcs = {role: gc_stats(gc_file(step.dir, role), role, step.meta["warmup_end_ms"], step.meta["end_ms"])
+           for role in GC_ROLES if gc_file(step.dir, role).exists()}
+    return step_row(run, step, logs, hosts, gcs), logs
 
 
 # --- many steps ---------------------------------------------------------------------------------
@@ -155,7 +170,8 @@ AGGREGATED = (["tps", "transactions", "errors", "error_percent"]
               + [f"rt_{k}_ms" for k in ("mean", "std", "min", "max", *PERCENTILES)]
               + ["request_bytes_per_s", "response_bytes_per_s"]
               + [f"{r}_{m}" for r in ROLES for m in ("cpu_mean", "cpu_max", "proc_cpu_mean", "proc_cpu_max",
-                                                     "rx_mbit", "tx_mbit", "link_percent")])
+                                                     "rx_mbit", "tx_mbit", "link_percent")]
+              + [f"{r}_{m}" for r in GC_ROLES for m in GC_FIGURES])
 
 
 def aggregate(summary: pl.DataFrame) -> pl.DataFrame:
