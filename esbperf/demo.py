@@ -58,7 +58,7 @@ def run_demo(testbed_name: str | Path, esb: str, out: Path, console: Console,
             # The ESB and its baseline step by step in one run, so drift hits both alike.
             console.rule(f"{the_plan.name} → {esb} and direct")
             runs.append(runner.start(the_plan, [esb, "direct"], testbed, demo_dir, console=console,
-                                     local_state_dirs=[stack.state_dir_of(workdir, "client")],
+                                     local_state_dirs=stack.state_dirs(workdir),
                                      token_file=stack.console_token_file(workdir)))
         from esbperf.analysis.report import write_report   # matplotlib only once there is data
         report = write_report(runs, demo_dir / "report")

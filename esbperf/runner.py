@@ -231,7 +231,8 @@ def calibrate(ctx: RunContext, client: ControlClient, console: Console) -> dict:
 def _context(run_dir: Path, plan: plans.Plan, testbed: topology.Testbed, targets: dict[str, topology.Target],
              agents: list[Agent], local: collect.LocalAgents, connect: Callable[[], ControlClient],
              record: dict, verify: bool, roles: list[str], began: float) -> RunContext:
-    return RunContext(run_dir, plan, testbed, targets, agents, [local], connect, record, verify, roles, began)
+    return RunContext(run_dir, plan, testbed, targets, agents, [local], connect, record, verify, roles, began,
+                      local.state_dirs)
 
 
 def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Testbed, out: Path,

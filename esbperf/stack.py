@@ -34,6 +34,12 @@ def state_dir_of(workdir: Path, role: str) -> Path:
     return workdir / role
 
 
+def state_dirs(workdir: Path) -> list[Path]:
+    """The state folders of every role's services started by `start` (where their logs, the
+    agent's working folder and the GC logs are)."""
+    return [state_dir_of(workdir, role) for role in ("client", "esb", "ws1", "ws2", "ws3")]
+
+
 def console_token_file(workdir: Path) -> Path:
     """The token file of the console `start` starts (in the client's state folder)."""
     return console.token_file(state_dir_of(workdir, "client") / "console")

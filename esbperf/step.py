@@ -71,6 +71,7 @@ class RunContext:
     verify: bool = True
     monitored_roles: list[str] = field(default_factory=list)
     began: float = field(default_factory=time.monotonic)   # when the command started (for the overhead)
+    state_dirs: list[Path] = field(default_factory=list)   # this machine's state folders (GC logs are there)
 
 
 def step_properties(ctx: RunContext, step: plans.Step, processes: int, threads: int, log_folder: str) -> dict:
@@ -325,6 +326,7 @@ class StepRunner:
                          **environment.worker_versions(tmp / "logs")},
             "hosts": ctx.record.get("hosts", {}),
             "target_urls": {"esb": target.url, **target.backends},
+            "gc_logs": self._collect_gc(step, tmp, start_ms, end_ms),
             "bottlenecks": monitoring.get("bottlenecks", []),
             "monitors": monitoring.get("monitors", {}),
             "console": console_data,
@@ -363,6 +365,25 @@ class StepRunner:
         if not failed:
             return None
         return f"target {step.target} no longer answers: {failed[0].url}: {failed[0].detail}"
+
+    def _collect_gc(self, step: plans.Step, step_dir: Path, start_ms: int, end_ms: int) -> dict[str, str]:
+        """Keep the step's window of the ESB's and echoes' GC logs (gc-<role>.log) for those that run
+        on this machine: a service started in state folder S on port P logs to
+        S/esb/<esb>-<P>/gc.log or S/echo/<wsN>-<P>/gc.log (esbperf/gc.py). Returns role -> log used."""
+        from esbperf import gc
+
+        testbed, target = self.ctx.testbed, self.ctx.targets[step.target]
+        services = {ws: Path("echo") / f"{ws}-{testbed.hosts[ws].echo_port}" for ws in ("ws1", "ws2", "ws3")}
+        if target.kind == "esb":
+            services["esb"] = Path("esb") / f"{target.esb}-{testbed.hosts['esb'].esb_ports[target.esb]}"
+        found = {}
+        for role, folder in services.items():
+            for state in self.ctx.state_dirs:
+                log = gc.log_path(state / folder)
+                if gc.save_window(log, start_ms, end_ms, gc.step_file(step_dir, role)):
+                    found[role] = str(log)
+                    break
+        return found
 
     def _network_faults(self, start_ms: int, end_ms: int) -> list[dict]:
         """The faults emulated on the testbed's links (`esbperf testbed fault`) during the step."""

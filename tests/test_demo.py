@@ -65,6 +65,8 @@ def test_demo_path_on_an_emulated_testbed(tmp_path, monkeypatch):
             samples = (step / f"monitor-{role}.csv").read_text().splitlines()
             assert samples[0] == "time_ms,phase,metric,subject,value" and len(samples) > 20, role
             assert any(",measure,net.rx_bytes,eth0," in line for line in samples), role
+        gc_roles = {"ws1", "ws2", "ws3"} | ({"esb"} if step.relative_to(run).parts[0] == "camel" else set())
+        assert set(meta["gc_logs"]) == gc_roles and all((step / f"gc-{r}.log").is_file() for r in gc_roles)
 
     # Torn down: nothing of the test's testbed is left, and no process runs in its namespaces.
     assert testbeds.status(topology.load(testbed_file))["state"] == "down"

@@ -116,7 +116,7 @@ def test_a_run_through_camel_under_loss_and_a_partition_counts_errors_and_goes_o
                                          "users": [4], "duration_s": 8, "warmup_s": 3, "timeout_s": 2}))
     the_plan = plans.load(plan_file)
     group = stack.start(testbed, "camel", tmp_path / "stack", echo=lambda line: None)
-    client_state = [stack.state_dir_of(tmp_path / "stack", "client")]
+    client_state = stack.state_dirs(tmp_path / "stack")
     try:
         testbed_fault.apply(testbed, "ws1", testbed_fault.Fault(1))
         token = stack.console_token_file(tmp_path / "stack")
