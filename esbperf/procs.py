@@ -55,8 +55,9 @@ def check_port_free(host: str, port: int, what: str) -> None:
 # ---- who holds a port ----------------------------------------------------------------------
 
 COMMAND_CHARS = 100     # a holder's command line is cut to about this length
-# The one-line error our JVMs (echo, monitor) print when their port is taken.
-_JVM_PORT_IN_USE = re.compile(r"cannot listen on \[?([^\s\]]+?)\]?:(\d+): .*already in use")
+# The one-line error our JVMs (echo, monitor) print when their port is taken (once per line:
+# a command relaying it has named the holder already).
+_JVM_PORT_IN_USE = re.compile(r"cannot listen on \[?([^\s\]]+?)\]?:(\d+): .*already in use(?! \(held by)")
 _TCP_LISTEN = "0A"
 # java options that take the next argument as their value (so it is not the main class).
 _JAVA_VALUE_OPTIONS = {"-cp", "-classpath", "--class-path", "-p", "--module-path", "--add-modules",

@@ -292,6 +292,7 @@ def test_holder_lookup_cuts_long_command_lines_and_falls_back_quietly():
         assert procs.held_by(HOST, 16996) == ""        # nobody listens there
         line = f"monitor: error: cannot listen on {HOST}:16995: Address already in use"
         assert procs.name_port_holders(line) == line + procs.held_by(HOST, 16995)
+        assert procs.name_port_holders(procs.name_port_holders(line)) == procs.name_port_holders(line)
         assert procs.name_port_holders(line, netns="esbk-none") == line   # no such namespace: as today
         with pytest.raises(Exception, match=rf"in use \(held by pid {os.getpid()}: "):
             procs.check_port_free(HOST, 16995, "test")
