@@ -114,7 +114,7 @@ def _failure_line(process: procs.Process, log_size: int) -> str | None:
         return None
     for line in lines:
         if line.startswith("monitor: error: "):
-            return f"{process.name}: {line[len('monitor: error: '):]}"
+            return f"{process.name}: {procs.name_port_holders(line[len('monitor: error: '):], process.netns)}"
     if process.popen is not None and process.popen.returncode is not None:
         return f"{process.name} exited (status {process.popen.returncode}) before serving samples; see {process.log}"
     return None
