@@ -201,7 +201,8 @@ def test_killed_agent_takes_its_jvm_and_workers_and_killed_console_its_jvm(tmp_p
         agent_command.wait_for("Ctrl-C to stop")
         agent_jvm = jvm_of(agent_command)
         jvms.append(agent_jvm)
-        client = console.ControlClient(topology.load(testbed).api_url, timeout=30)
+        client = console.control_client(topology.load(testbed),
+                                        console.token_file(tmp_path / "state" / "console"), timeout=30)
         client.wait_for_agents(1, 60)
         client.distribute()
         started = client.start_workers_and_wait({}, 2, timeout=90)
