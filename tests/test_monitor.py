@@ -115,7 +115,7 @@ def test_collect_step_writes_every_role_with_the_phases_marked(five, tmp_path):
     for role in topology.ROLES:
         rows = read_step_csv(step / f"monitor-{role}.csv")
         summary = result["monitors"][role]
-        assert summary["error"] is None and summary["gaps_ms"] == 0, summary
+        assert summary["error"] is None and summary["gaps_ms"] == 0 and summary["sampler"] == "sigar", summary
         assert summary["rows"] == len(rows)
         ticks = sorted({int(r["time_ms"]) for r in rows if r["metric"] == "cpu.total"})
         # Once a second from the window's first second to its last.
@@ -500,6 +500,7 @@ def test_bad_arguments_are_one_line_errors(tmp_path, five):
         assert done.returncode == 2, (args, done.stderr)
         assert expected in done.stderr and len(done.stderr.strip().splitlines()) == 1, (args, done.stderr)
     assert cli("--role", "bus").returncode == 2
+    assert cli("--role", "esb", "--sampler", "proc").returncode == 2
 
     with pytest.raises(EsbperfError, match="warmup start <= measure start < end"):
         monitor.collect_step(five, tmp_path, 2000, 1000, 3000)
@@ -527,4 +528,7 @@ def test_the_command_prints_its_address_and_stops_on_sigterm(tmp_path):
         if command.poll() is None:
             command.kill()
     assert not monitor.procs.port_open("127.0.0.1", 17160)
-    assert "monitor: stopped" in (tmp_path / "state" / "monitor-ws2" / "monitor.log").read_text()
+    state = tmp_path / "state" / "monitor-ws2"
+    assert "monitor: stopped" in (state / "monitor.log").read_text()
+    assert "spool " + str(state / "spool") in first + command.stdout.read()
+    assert (state / "spool" / "lock").exists()   # its samples stay there for the next monitor on this host
