@@ -88,9 +88,11 @@ def monitor_process(role: str, host: str, port: int, pids: Sequence[int] = (), m
 
 def start_monitor(role: str, host: str, port: int, pids: Sequence[int] = (), matches: Sequence[str] = (),
                   workdir: Path | None = None, testbed: Testbed | None = None,
-                  timeout: float = 30, **spool_and_sampler) -> procs.Process:
-    """Start a monitor and return once it serves samples (keyword arguments as monitor_process)."""
-    process = monitor_process(role, host, port, pids, matches, workdir, testbed, **spool_and_sampler)
+                  timeout: float = 30, sampler: str = "sigar", spool_max_bytes: int | None = None,
+                  spool_max_age_s: int | None = None) -> procs.Process:
+    """Start a monitor and return once it serves samples (arguments as monitor_process)."""
+    process = monitor_process(role, host, port, pids, matches, workdir, testbed, sampler, spool_max_bytes,
+                              spool_max_age_s)
     log_size = _log_size(process)
     process.start()
     _wait_serving(process, host, port, timeout, log_size)
