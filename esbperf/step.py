@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from esbperf import collect, environment, plan as plans, results
+from esbperf import collect, environment, plan as plans, results, user_script
 from esbperf.console import ConsoleUnreachable, ControlClient, statistics
 from esbperf.errors import EsbperfError
 from esbperf.topology import Target, Testbed
@@ -99,6 +99,11 @@ def step_properties(ctx: RunContext, step: plans.Step, processes: int, threads: 
         properties["esbperf.target.url"] = target.url
     for backend, url in target.backends.items():
         properties[f"esbperf.backend.{backend}"] = url
+    script = ctx.record.get("script")
+    if script:   # a user's own script, run by the wrapper with its own settings (never over the runner's)
+        properties = {**script["properties"], **properties}
+        properties["grinder.script"] = user_script.WRAPPER
+        properties["esbperf.user.script"] = script["staged"]
     return properties
 
 
