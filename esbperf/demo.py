@@ -60,7 +60,8 @@ def run_demo(testbed_name: str | Path, esb: str, out: Path, console: Console,
             console.rule(f"{the_plan.name} → {esb} and direct")
             runs.append(runner.start(the_plan, [esb, "direct"], testbed, demo_dir, console=console,
                                      local_state_dirs=stack.state_dirs(workdir),
-                                     token_file=stack.console_token_file(workdir)))
+                                     token_file=stack.console_token_file(workdir),
+                                     restart_esb=stack.esb_restarter(group, testbed)))
         from esbperf.analysis.report import write_report   # matplotlib only once there is data
         report = write_report(runs, demo_dir / "report")
     finally:

@@ -34,7 +34,9 @@ FIELDS = {
     "keepalive": "true or false",
     "timeout_s": "seconds to wait for an answer (positive number)",
     "max_threads_per_process": "worker threads per worker process at most (positive integer)",
+    "restart": "per-run (the ESB runs through the whole run) or per-step (restarted and verified before each step)",
 }
+RESTARTS = ("per-run", "per-step")
 
 
 def parse_size(value: Any) -> int:
@@ -129,6 +131,7 @@ class Plan:
     description: str = ""
     rates: list[float] = field(default_factory=list)   # non-empty: an open-model plan
     script: str = ""            # a user's own Grinder script runs the steps (its name is the scenario)
+    restart: str = "per-run"    # per-step: a fresh ESB process for every step
     source: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -176,6 +179,8 @@ class Plan:
             d.pop("rates")           # a closed plan, as its file says it
         if not d["script"]:
             d.pop("script")
+        if d["restart"] == "per-run":
+            d.pop("restart")         # the default, as plans without the field say it
         return d
 
     @classmethod
@@ -254,6 +259,9 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
         if isinstance(r, bool) or not isinstance(r, (int, float)) or not r > 0 or r != r or r == float("inf"):
             raise EsbperfError(f"{source}: rates[{i}]: must be a positive number of requests per second, got {r!r}")
         rates.append(r)
+    restart = data.get("restart", "per-run")
+    if restart not in RESTARTS:
+        fail("restart", restart)
     keepalive = data.get("keepalive", True)
     if not isinstance(keepalive, bool):
         fail("keepalive", keepalive)
@@ -267,5 +275,6 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
         keepalive=keepalive,
         timeout_s=number("timeout_s", 120, 0),
         max_threads_per_process=number("max_threads_per_process", 100, 1, integer=True),
+        restart=restart,
         source=source,
     )

@@ -36,11 +36,6 @@ LAYOUT = 2   # step folders <target>/<scenario>/<payload>/<users>/[rate-<r>/]ite
 LOAD_ROLES = ("client",)   # roles whose machines run agents (load hosts join them when the testbed names them)
 
 
-def _url_host_port(url: str) -> tuple[str, int]:
-    host, port = url.split("//", 1)[1].rsplit(":", 1)
-    return host.strip("[]"), int(port)
-
-
 def _targets(testbed: topology.Testbed, names: Iterable[str]) -> dict[str, topology.Target]:
     names = list(names)
     if len(set(names)) != len(names):
@@ -80,7 +75,7 @@ def preflight(client: ControlClient, targets: dict[str, topology.Target], plan: 
     client.version()   # raises with the address it tried
     for target in targets.values():
         for url in [target.url] if target.kind == "esb" else list(dict.fromkeys(target.backends.values())):
-            host, port = _url_host_port(url)
+            host, port = topology.host_port(url)
             if not procs.port_open(host, port, PREFLIGHT_TIMEOUT_S):
                 raise EsbperfError(f"target {target.name} does not answer at {url} (tried for {PREFLIGHT_TIMEOUT_S} s)")
     try:
@@ -229,23 +224,33 @@ def calibrate(ctx: RunContext, client: ControlClient, console: Console) -> dict:
     return found
 
 
+def _check_restart(plan: plans.Plan, targets: dict[str, topology.Target],
+                   restart_esb: Callable[[str], int] | None) -> None:
+    if plan.restart == "per-step" and restart_esb is None and any(t.kind == "esb" for t in targets.values()):
+        raise EsbperfError(f"plan {plan.name} restarts the ESB before each step (restart: per-step), which needs the "
+                           "ESB started by esbperf's launcher (`esbperf demo`); this run was not given one")
+
+
 def _context(run_dir: Path, plan: plans.Plan, testbed: topology.Testbed, targets: dict[str, topology.Target],
              agents: list[Agent], local: collect.LocalAgents, connect: Callable[[], ControlClient],
-             record: dict, verify: bool, roles: list[str], began: float) -> RunContext:
+             record: dict, verify: bool, roles: list[str], began: float,
+             restart_esb: Callable[[str], int] | None) -> RunContext:
+    record["restart"] = plan.restart
     return RunContext(run_dir, plan, testbed, targets, agents, [local], connect, record, verify, roles, began,
-                      local.state_dirs)
+                      local.state_dirs, restart_esb)
 
 
 def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Testbed, out: Path,
           verify: bool = True, console: Console | None = None,
           local_state_dirs: Iterable[Path] = (), max_skew_ms: float = MAX_SKEW_MS,
           token_file: Path | None = None, script: user_script.UserScript | None = None,
-          script_properties: Path | None = None) -> Path:
+          script_properties: Path | None = None, restart_esb: Callable[[str], int] | None = None) -> Path:
     """Run `plan` against the target(s) into a new run folder under `out`; return that folder.
 
     script: a user's own Grinder script (user_script.load) runs the steps instead of scenario.py;
     the plan is then one loaded for it (plans.load(..., script=NAME)), and the scenario contract is
-    not verified (the script has its own checks).
+    not verified (the script has its own checks). restart_esb: the launcher's restart of an ESB by
+    name, returning its new pid (a plan with `restart: per-step` needs it).
 
     local_state_dirs: state folders of this machine's agents besides the default one (a launcher
     that gave the client's services a state folder of their own). token_file: the console's token
@@ -256,6 +261,7 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
     if not names:
         raise EsbperfError("give at least one --target")
     targets = _targets(testbed, names)
+    _check_restart(plan, targets, restart_esb)
     if bool(script) != bool(plan.script):
         raise EsbperfError("a user's script needs a plan loaded for it, and such a plan needs its script")
     verify = verify and not script
@@ -277,7 +283,7 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
         record["script"] = kept.record()
         _stage_script(record, kept, run_dir)
     results.write_json(run_dir / results.RUN_FILE, record)
-    ctx = _context(run_dir, plan, testbed, targets, agents, local, connect, record, verify, roles, began)
+    ctx = _context(run_dir, plan, testbed, targets, agents, local, connect, record, verify, roles, began, restart_esb)
     console.print(f"run {run_dir} — {len(plan.steps(names))} steps of {plan.step_seconds():g} s against "
                   f"{', '.join(names)}; agents: {', '.join(f'{a.name} ({a.host})' for a in agents)}; "
                   f"monitors: {', '.join(roles) or 'none'}")
@@ -286,7 +292,8 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
 
 
 def resume(run_dir: Path, verify: bool = True, console: Console | None = None,
-           max_skew_ms: float = MAX_SKEW_MS, token_file: Path | None = None) -> Path:
+           max_skew_ms: float = MAX_SKEW_MS, token_file: Path | None = None,
+           restart_esb: Callable[[str], int] | None = None) -> Path:
     """Continue a run with its unfinished steps, using the plan and targets it recorded."""
     began = time.monotonic()
     console = console or Console()
@@ -301,6 +308,7 @@ def resume(run_dir: Path, verify: bool = True, console: Console | None = None,
         verify = False
     testbed = topology.load(record["testbed"]["file"])
     targets = _targets(testbed, [t["name"] for t in record["targets"]])
+    _check_restart(plan, targets, restart_esb)
     local = collect.LocalAgents([state_dir(), *map(Path, record.get("local_state_dirs", []))])
     if token_file is None and record.get("console_token_file"):
         token_file = Path(record["console_token_file"])
@@ -316,7 +324,7 @@ def resume(run_dir: Path, verify: bool = True, console: Console | None = None,
         console.print(f"{run_dir}: all {done} steps are already finished")
         return run_dir
     record["agents"] = [{"name": a.name, "host": a.host} for a in agents]
-    ctx = _context(run_dir, plan, testbed, targets, agents, local, connect, record, verify, roles, began)
+    ctx = _context(run_dir, plan, testbed, targets, agents, local, connect, record, verify, roles, began, restart_esb)
     console.print(f"resuming {run_dir}: {done} of {len(steps)} steps already finished")
     _execute_interruptibly(ctx, client, console)
     return run_dir
