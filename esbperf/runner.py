@@ -103,6 +103,14 @@ def monitored_roles(testbed: topology.Testbed) -> list[str]:
             if host.monitor_port and procs.port_open(host.address, host.monitor_port, 0.5)]
 
 
+def monitor_samplers(testbed: topology.Testbed, roles: list[str]) -> dict[str, str | None]:
+    """Which sampler each monitor runs (sigar, or OSHI where sigar's library cannot load), for run.json."""
+    from esbperf.monitor import status
+
+    return {role: (status(testbed.hosts[role].address, testbed.hosts[role].monitor_port, PREFLIGHT_TIMEOUT_S)
+                   or {}).get("sampler") for role in roles}
+
+
 def clock_skews(testbed: topology.Testbed, roles: list[str], max_skew_ms: float) -> dict[str, dict | None]:
     """Each monitored host's clock against this machine's (its monitor stamps every answer), for
     run.json; a clock off by more than max_skew_ms refuses the run: each step's monitor window is
@@ -274,6 +282,7 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
     run_dir = results.new_run_dir(out.resolve(), f"{plan.name}-{'+'.join(names)}-{time.strftime('%Y%m%d-%H%M%S')}")
     record = _record(plan, targets, testbed, agents, client.version())
     record["monitored_roles"] = roles
+    record["samplers"] = monitor_samplers(testbed, roles)
     record["clock_skew"] = {"max_ms": max_skew_ms, "hosts": skews}
     record["local_state_dirs"] = [str(d) for d in local.state_dirs]
     if token_file:

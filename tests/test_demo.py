@@ -52,6 +52,7 @@ def test_demo_path_on_an_emulated_testbed(tmp_path, monkeypatch):
     [run] = [p for p in report.parent.iterdir() if (p / "run.json").is_file()]
     skews = json.loads((run / "run.json").read_text())["clock_skew"]["hosts"]
     assert sorted(skews) == ["client", "esb", "ws1", "ws2", "ws3"]
+    assert json.loads((run / "run.json").read_text())["samplers"] == {r: "sigar" for r in skews}
     assert all(abs(s["skew_ms"]) <= s["error_ms"] + 5 for s in skews.values()), skews   # one machine, one clock
     # The ESB and its baseline interleaved, step by step, in one run.
     assert [t["name"] for t in json.loads((run / "run.json").read_text())["targets"]] == ["camel", "direct"]
