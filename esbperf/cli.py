@@ -25,7 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("esbperf.runner:run", "Run a sweep plan against a target through the console."),
     "report": ("esbperf.analysis.cli:report", "Summarise runs: summary.csv, graphs, report.html."),
     "compare": ("esbperf.analysis.cli:compare", "Overlay runs and tabulate their ratios."),
-    "testbed": ("esbperf.testbed:testbed", "Bring the emulated five-host testbed up or down, or check a LAN one."),
+    "testbed": ("esbperf.testbed.cli:testbed", "Bring the emulated five-host testbed up or down, or check a LAN one."),
 }
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from esbperf import plan as plans, runner, stack, testbed as testbeds, topology
+from esbperf import plan as plans, runner, testbed as testbeds, topology
+from esbperf.testbed import services
 from esbperf.config import state_dir
 from esbperf.errors import EsbperfError
 from esbperf.project import (CAMEL, CONTROL_API, GRINDER_HOME, HTTP_CLIENT, JAXWS_ECHO, MONITOR, SYNAPSE,
@@ -53,15 +54,15 @@ def run_demo(testbed_name: str | Path, esb: str, out: Path, console: Console,
             console.print(f"testbed {testbed.name}: was already up; it stays up (`esbperf testbed down` removes it)")
     group = None
     try:
-        group = stack.start(testbed, esb, workdir, echo=console.print)
+        group = services.start(testbed, esb, workdir, echo=console.print)
         runs = []
         for the_plan in the_plans:
             # The ESB and its baseline step by step in one run, so drift hits both alike.
             console.rule(f"{the_plan.name} → {esb} and direct")
             runs.append(runner.start(the_plan, [esb, "direct"], testbed, demo_dir, console=console,
-                                     local_state_dirs=stack.state_dirs(workdir),
-                                     token_file=stack.console_token_file(workdir),
-                                     restart_esb=stack.esb_restarter(group, testbed)))
+                                     local_state_dirs=services.state_dirs(workdir),
+                                     token_file=services.console_token_file(workdir),
+                                     restart_esb=services.esb_restarter(group, testbed)))
         from esbperf.analysis.report import write_report   # matplotlib only once there is data
         report = write_report(runs, demo_dir / "report")
     finally:

@@ -115,7 +115,7 @@ def clock_skews(testbed: topology.Testbed, roles: list[str], max_skew_ms: float)
     """Each monitored host's clock against this machine's (its monitor stamps every answer), for
     run.json; a clock off by more than max_skew_ms refuses the run: each step's monitor window is
     cut by the runner's clock."""
-    from esbperf.testbed_check import clock_skew
+    from esbperf.testbed.preflight import clock_skew
 
     skews: dict[str, dict | None] = {}
     for role in roles:

@@ -421,8 +421,8 @@ class StepRunner:
         """The faults emulated on the testbed's links (`esbperf testbed fault`) during the step."""
         if not self.ctx.testbed.emulated:
             return []
-        from esbperf import testbed_fault
-        return testbed_fault.during(self.ctx.testbed, start_ms, end_ms)
+        from esbperf.testbed import fault
+        return fault.during(self.ctx.testbed, start_ms, end_ms)
 
     def _collect_monitors(self, step_dir: Path, start_ms: int, warmup_end_ms: int, end_ms: int) -> dict:
         if not self.ctx.monitored_roles:

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from esbperf import console, procs, testbed_netns, topology
+from esbperf import console, procs, topology
+from esbperf.testbed import netns
 
 pytestmark = pytest.mark.slow
 
@@ -328,7 +329,7 @@ def test_emulated_monitor_dies_through_netns_exec_and_taskset_and_names_a_holder
     tb = emulated_testbed(tmp_path / "emulated.yaml")
     esb = tb.hosts["esb"]
     ns = tb.netns("esb")
-    with testbed_netns.emulated(tb):
+    with netns.emulated(tb):
         # As `esbperf testbed commands` and the demo run it: the command itself in the namespace.
         command = Command(tmp_path, "monitor", "--role", "esb", "--testbed", str(tb.path),
                           prefix=("ip", "netns", "exec", ns))

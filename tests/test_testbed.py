@@ -492,14 +492,14 @@ def test_check_passes_with_real_echo_and_monitor_and_measures_clock_skew(shaped,
                for argv in ([*ESBPERF, "echo", "--id", "ws1", "--listen", f"{ws1.address}:{ws1.echo_port}"],
                             [*ESBPERF, "monitor", "--role", "ws1", "--testbed", str(shaped.path)])]
     try:
-        from esbperf import testbed_check
+        from esbperf.testbed import preflight
         deadline = time.monotonic() + 120
         while True:
-            reports = testbed_check.check(shaped, roles=["ws1"], timeout=1)
+            reports = preflight.check(shaped, roles=["ws1"], timeout=1)
             if all(p.ok for p in reports[0].probes) and reports[0].skew_ms is not None or time.monotonic() > deadline:
                 break
             time.sleep(1)
-        failures, warnings = testbed_check.problems(shaped, reports, max_skew_ms=100)
+        failures, warnings = preflight.problems(shaped, reports, max_skew_ms=100)
         assert failures == [] and warnings == [], (failures, warnings)
         assert abs(reports[0].skew_ms) <= reports[0].skew_error_ms + 5     # one clock: no skew
     finally:

@@ -1,7 +1,7 @@
 """Network faults on an emulated host's link (`esbperf testbed fault`): packet loss, delay and
 jitter, or a partition, in both directions of the link, and their removal.
 
-A host's link is its veth pair (esbperf/testbed_netns.py): `eth0` in its namespace carries what it
+A host's link is its veth pair (esbperf/testbed/netns.py): `eth0` in its namespace carries what it
 sends, the root-side end what it receives. A fault goes on the egress of both ends, beside the
 link's rate limit, and is named by a fixed handle so it is found and removed exactly.
 
@@ -29,7 +29,7 @@ from pathlib import Path
 
 from esbperf.config import state_dir
 from esbperf.errors import EsbperfError
-from esbperf.testbed_netns import PEER, require_root
+from esbperf.testbed.netns import PEER, require_root
 from esbperf.topology import Testbed
 
 FILTER_PREF = 7               # our filter's priority on the clsact egress hook

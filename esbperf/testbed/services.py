@@ -11,7 +11,7 @@ from typing import Callable
 from esbperf import procs
 from esbperf import console
 from esbperf.echo import MAIN_CLASS as ECHO_MAIN
-from esbperf.testbed import host_commands
+from esbperf.testbed.cli import host_commands
 from esbperf.topology import Testbed
 
 # What each host's monitor watches besides the whole host: the service JVM found by its command line.

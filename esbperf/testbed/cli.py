@@ -1,64 +1,18 @@
 """`esbperf testbed`: bring the emulated five-host testbed up or down, show it, check any
-testbed (emulated or a real LAN) before a run, and print what to start on each host.
-
-Python API (each takes a Testbed, a testbed name or a file):
-    up(testbed) / down(testbed) -> list of what changed;  status(testbed) -> dict;
-    with emulated(testbed): ...   # up for the block, down afterwards whatever happens
-    check(testbed, target=None) -> (reports, failures, warnings)   # any testbed, no root needed
-"""
+testbed (emulated or a real LAN) before a run, print what to start on each host, and put faults
+on an emulated host's link."""
 from __future__ import annotations
 
 import json
 import shlex
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import click
 
-from esbperf import testbed_check, testbed_fault, testbed_netns, topology
+from esbperf import topology
+from esbperf.testbed import EMULATED, check, down, fault, load, status, up
 from esbperf.errors import EsbperfError
 from esbperf.topology import ROLES, Testbed
-
-EMULATED = "emulated"
-
-
-def _testbed(testbed: Testbed | str | Path | None) -> Testbed:
-    return testbed if isinstance(testbed, Testbed) else topology.load(testbed, default=EMULATED)
-
-
-def up(testbed: Testbed | str | Path | None = None) -> list[str]:
-    return testbed_netns.up(_testbed(testbed))
-
-
-def down(testbed: Testbed | str | Path | None = None) -> list[str]:
-    return testbed_netns.down(_testbed(testbed))
-
-
-def status(testbed: Testbed | str | Path | None = None) -> dict[str, Any]:
-    return testbed_netns.status(_testbed(testbed))
-
-
-@contextmanager
-def emulated(testbed: Testbed | str | Path | None = None) -> Iterator[Testbed]:
-    with testbed_netns.emulated(_testbed(testbed)) as tb:
-        yield tb
-
-
-def check(testbed: Testbed | str | Path, target: str | None = None, roles: list[str] | None = None,
-          timeout: float = 3.0, max_skew_ms: float = 100.0
-          ) -> tuple[list[testbed_check.HostReport], list[str], list[str]]:
-    """The preflight of any testbed: (per-host reports, failures, warnings). `target`: probe
-    only that target's ESB port (direct: none); default every ESB port."""
-    tb = testbed if isinstance(testbed, Testbed) else topology.load(testbed)
-    esbs = None
-    if target:
-        esb = tb.target(target).esb
-        esbs = {esb} if esb else set()
-    reports = testbed_check.check(tb, esbs, roles, timeout)
-    failures, warnings = testbed_check.problems(tb, reports, max_skew_ms, all_esbs=esbs is None)
-    return reports, failures, warnings
-
 
 def _option(default: str):
     return click.option("--testbed", "testbed_name", metavar="NAME|FILE", default=default, show_default=True,
@@ -74,7 +28,7 @@ def testbed() -> None:
 @_option(EMULATED)
 def up_command(testbed_name: str) -> None:
     """Create the emulated testbed (namespaces, veths, bridge, rate limits); harmless when it is up."""
-    tb = _testbed(testbed_name)
+    tb = load(testbed_name)
     done = up(tb)
     for line in done:
         click.echo(f"testbed: {line}")
@@ -219,10 +173,10 @@ def fault_command(testbed_name: str, role: str | None, loss: float | None, delay
     if clear:
         if any(c is not None for c in changes):
             raise EsbperfError("--clear takes no fault options")
-        for line in testbed_fault.clear(tb, role) or ["no fault to remove"]:
+        for line in fault.clear(tb, role) or ["no fault to remove"]:
             click.echo(f"testbed: {line}")
     elif all(c is None for c in changes):
-        faults = testbed_fault.active(tb) if tb.emulated else {}
+        faults = fault.active(tb) if tb.emulated else {}
         for r, f in faults.items():
             click.echo(f"{r}: {f['description']}")
         if not faults:
@@ -234,7 +188,7 @@ def fault_command(testbed_name: str, role: str | None, loss: float | None, delay
             if any(c is not None for c in (loss, delay_ms, jitter_ms)):
                 raise EsbperfError("--partition cuts the link; it takes no --loss/--delay-ms/--jitter-ms")
             click.echo(f"testbed: {role}: partitioned for {partition_s:g} s …")
-            click.echo(f"testbed: {testbed_fault.partition(tb, role, partition_s)}")
+            click.echo(f"testbed: {fault.partition(tb, role, partition_s)}")
         else:
-            click.echo("testbed: " + testbed_fault.apply(tb, role, testbed_fault.Fault(loss or 0.0, delay_ms or 0.0,
+            click.echo("testbed: " + fault.apply(tb, role, fault.Fault(loss or 0.0, delay_ms or 0.0,
                                                                                      jitter_ms or 0.0)))
