@@ -13,6 +13,7 @@ import polars as pl
 import yaml
 
 from esbperf import __version__
+from esbperf.analysis import compare as comparing
 from esbperf.analysis import graphs
 from esbperf.analysis.results import Run
 
@@ -103,24 +104,66 @@ def _warnings_section(analysis: "Analysis") -> str:
     return f"<h2 id=\"validity\">Validity warnings</h2><ul class=\"warnings\">{items}</ul>"
 
 
+def _spread(r: dict, name: str, digits: int = 1) -> str:
+    """A pooled figure, and the range of its per-iteration values when there are several."""
+    low, high = r.get(f"{name}_iter_min"), r.get(f"{name}_iter_max")
+    if r["iterations"] < 2 or low is None:
+        return fmt(r[name], digits)
+    return f"{fmt(r[name], digits)} <span class=\"muted\">({fmt(low, digits)}–{fmt(high, digits)})</span>"
+
+
+def _marks(r: dict) -> list[str]:
+    return (["bottleneck: " + r["bottlenecks"]] if r["bottleneck"] else []) + \
+        (["errors"] if r["has_errors"] else []) + (["behind schedule"] if r["behind_schedule"] else [])
+
+
 def _scenario_table(analysis: "Analysis", runs: list[Run], scenario: str) -> str:
-    label = {r.name: r.label for r in runs}
-    agg = (analysis.aggregate.filter(pl.col("scenario") == scenario, pl.col("run").is_in(list(label)))
-           .sort("payload_bytes", "users", "run"))
-    headers = ["run", "payload", "users", "iterations", "TPS", "mean RT ms", "p50", "p90", "p99", "p99.9",
-               "errors", "ESB host CPU %", "ESB JVM CPU % of a core", "bottleneck"]
+    names = [r.name for r in runs]
+    agg = (analysis.aggregate.filter(pl.col("scenario") == scenario, pl.col("run").is_in(names),
+                                     pl.col("model") == "closed")
+           .sort("payload_bytes", "users", "run", "target"))
+    if not agg.height:
+        return ""
+    headers = ["series", "payload", "users", "iterations", "threads seen", "TPS", "mean RT ms", "p50", "p90", "p99",
+               "p99.9", "errors %", "failed: mean ms", "failed: p99 ms", "ESB host CPU %", "ESB JVM CPU % of a core",
+               "marks"]
     rows, classes = [], []
     for r in agg.iter_rows(named=True):
-        rows.append([escape(label.get(r["run"], r["run"])), escape(r["payload_label"]), fmt(r["users"]),
-                     fmt(r["iterations"]), with_ci(r["tps"], r["tps_ci95"]),
-                     with_ci(r["rt_mean_ms"], r["rt_mean_ms_ci95"], 2),
-                     *(fmt(r[f"rt_{p}_ms"]) for p in ("p50", "p90", "p99", "p99_9")),
-                     fmt(r["errors"], 0 if r["errors"] == int(r["errors"]) else 1),
+        rows.append([escape(analysis.labels[(r["run"], r["target"])]), escape(r["payload_label"]), fmt(r["users"]),
+                     fmt(r["iterations"]), with_ci(r["threads_seen"], r["threads_seen_ci95"]),
+                     with_ci(r["tps"], r["tps_ci95"]), _spread(r, "rt_mean_ms", 3),
+                     *(_spread(r, f"rt_{p}_ms", 3) for p in ("p50", "p90", "p99", "p99_9")),
+                     _spread(r, "error_percent", 2), fmt(r["failed_rt_mean_ms"], 3), fmt(r["failed_rt_p99_ms"], 3),
                      with_ci(r["esb_cpu_mean"], r["esb_cpu_mean_ci95"]),
                      with_ci(r["esb_proc_cpu_mean"], r["esb_proc_cpu_mean_ci95"]),
-                     escape(r["bottlenecks"]) or "no"])
+                     escape("; ".join(_marks(r))) or "no"])
         classes.append("bottleneck" if r["bottleneck"] else "")
     return table(headers, rows, 3, classes, text_last=True)
+
+
+def _open_table(analysis: "Analysis", runs: list[Run], scenario: str) -> str:
+    names = [r.name for r in runs]
+    agg = (analysis.aggregate.filter(pl.col("scenario") == scenario, pl.col("run").is_in(names),
+                                     pl.col("model") == "open")
+           .sort("payload_bytes", "rate", "users", "run", "target"))
+    if not agg.height:
+        return ""
+    headers = ["series", "payload", "offered /s", "threads", "iterations", "started /s", "TPS", "latency p50 ms",
+               "latency p99 ms", "latency p99.9 ms", "service p50 ms", "service p99 ms", "late starts %",
+               "max lag ms", "errors %", "marks"]
+    rows, classes = [], []
+    for r in agg.iter_rows(named=True):
+        rows.append([escape(analysis.labels[(r["run"], r["target"])]), escape(r["payload_label"]), fmt(r["rate"], 1),
+                     fmt(r["users"]), fmt(r["iterations"]), with_ci(r["start_rate"], r["start_rate_ci95"]),
+                     with_ci(r["tps"], r["tps_ci95"]),
+                     *(_spread(r, f"lat_{p}_ms", 3) for p in ("p50", "p99", "p99_9")),
+                     *(_spread(r, f"rt_{p}_ms", 3) for p in ("p50", "p99")),
+                     _spread(r, "late_start_percent", 2), _spread(r, "max_lag_ms", 1), _spread(r, "error_percent", 2),
+                     escape("; ".join(_marks(r))) or "no"])
+        classes.append("bottleneck" if r["bottleneck"] or r["behind_schedule"] else "")
+    return ("<p class=\"muted\">Open model: requests due at a fixed rate. Latency counts from each request's "
+            "due start (corrected for coordinated omission); the service time from its actual start.</p>"
+            + table(headers, rows, 2, classes, text_last=True))
 
 
 def _figure(graph, folder: Path) -> str:
@@ -136,21 +179,22 @@ def _ratios_section(analysis: "Analysis") -> str:
     ratios = analysis.ratios
     if ratios is None:
         return ""
-    reference = analysis.runs[0]
+    reference = analysis.labels[comparing.reference_series(analysis.runs)]
     if ratios.is_empty():
-        return (f"<h2 id=\"ratios\">Ratios to {escape(reference.label)}</h2>"
+        return (f"<h2 id=\"ratios\">Ratios to {escape(reference)}</h2>"
                 "<p>No step (scenario, payload, users) is common to the runs.</p>")
-    label = {r.name: r.label for r in analysis.runs}
-    headers = ["scenario", "payload", "users", "run", "TPS", "TPS ratio", "mean RT ms", "RT ratio",
+    label = analysis.labels
+    headers = ["scenario", "payload", "users", "rate", "series", "TPS", "TPS ratio", "mean RT ms", "RT ratio",
                "p99 ms", "p99 ratio", "ESB CPU %", "CPU ratio"]
-    rows = [[escape(r["scenario"]), escape(r["payload_label"]), fmt(r["users"]), escape(label[r["run"]]),
+    rows = [[escape(r["scenario"]), escape(r["payload_label"]), fmt(r["users"]), fmt(r["rate"]),
+             escape(label[(r["run"], r["target"])]),
              fmt(r["tps"]), fmt(r["tps_ratio"], 3), fmt(r["rt_mean_ms"], 2), fmt(r["rt_mean_ms_ratio"], 3),
              fmt(r["rt_p99_ms"]), fmt(r["rt_p99_ms_ratio"], 3), fmt(r["esb_cpu_mean"]),
              fmt(r["esb_cpu_mean_ratio"], 3)] for r in ratios.iter_rows(named=True)]
-    return (f"<h2 id=\"ratios\">Ratios to {escape(reference.label)} (first run)</h2>"
-            "<p>Each run's mean over iterations divided by the reference's, step by step "
+    return (f"<h2 id=\"ratios\">Ratios to {escape(reference)}</h2>"
+            "<p>Each series' figures (iterations pooled) divided by the reference's, step by step "
             "(ratios.csv). TPS ratio &gt; 1 and RT ratio &lt; 1 mean better than the reference.</p>"
-            + table(headers, rows, 4))
+            + table(headers, rows, 5))
 
 
 def render(analysis: "Analysis", kind: str, folder: Path) -> str:
@@ -169,10 +213,13 @@ def render(analysis: "Analysis", kind: str, folder: Path) -> str:
         for scenario in sorted({s.meta["scenario"] for r in runs for s in r.steps}):
             title = f"Plan {plan}, scenario {scenario}" if len(analysis.plans) > 1 else f"Scenario: {scenario}"
             parts.append(f"<h2 id=\"{escape(graphs.slug(f'{plan}-{scenario}'))}\">{escape(title)}</h2>")
-            parts.append("<p class=\"muted\">TPS counts successful transactions only; response times are "
-                         "those of successful transactions; ± is the 95 % confidence interval over iterations. "
+            parts.append("<p class=\"muted\">TPS counts successful transactions only; response times and "
+                         "percentiles are those of successful transactions, pooled over iterations from their "
+                         "data, with the range of the per-iteration values in brackets; the failed transactions' "
+                         "own times are beside them. ± is the 95 % confidence interval over iterations. "
                          "A dotted black line is the no-ESB baseline.</p>")
             parts.append(_scenario_table(analysis, runs, scenario))
+            parts.append(_open_table(analysis, runs, scenario))
             figures = "".join(_figure(g, folder) for g in analysis.graphs
                               if g.plan == plan and g.scenario == scenario)
             parts.append(f"<div class=\"graphs\">{figures}</div>")

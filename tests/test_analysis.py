@@ -23,7 +23,8 @@ from esbperf.analysis.datalog import log_stats
 from esbperf.analysis.graphs import nines
 from esbperf.analysis.monitor import host_stats
 from esbperf.analysis.report import analyse, build_report, write_report
-from esbperf.analysis.stats import describe, mean_ci, percentile, t_quantile
+from esbperf.analysis.histogram import MAX_RELATIVE_ERROR, Histogram, bucket
+from esbperf.analysis.stats import describe, mean_ci, t_quantile
 from esbperf.cli import main as cli_main
 from esbperf.errors import EsbperfError
 
@@ -42,8 +43,14 @@ def data_log(path: Path, rows: list[tuple], header: str = synthetic.DATA_LOG_HEA
 
 
 def ok_row(start: int, ms: int, thread: int = 0, status: int = 200, errors: int = 0,
-           request: int = 1024, response: int = 1100) -> tuple:
-    return (thread, 0, 1, start, ms, errors, status, request, response)
+           request: int = 1024, response: int = 1100, us: int | None = None) -> tuple:
+    """A row under synthetic.DATA_LOG_HEADER: `Response us` is ms × 1000 unless given."""
+    return (thread, 0, 1, start, ms, errors, status, request, response, ms * 1000 if us is None else us)
+
+
+def ms_row(start: int, ms: int, thread: int = 0, errors: int = 0) -> tuple:
+    """A row under synthetic.MS_DATA_LOG_HEADER (no µs column)."""
+    return ok_row(start, ms, thread, errors=errors)[:9]
 
 
 def exact_step(run_dir: Path, target: str = "camel", users: int = 1, payload: tuple = ("1KB", 1024),
@@ -80,8 +87,10 @@ def test_exact_statistics_of_known_logs(run_dir: Path):
     assert row["rt_mean_ms"] == pytest.approx(500.5)
     assert row["rt_std_ms"] == pytest.approx(math.sqrt(1000 * 1001 / 12))
     assert (row["rt_min_ms"], row["rt_max_ms"]) == (1, 1000)
-    assert (row["rt_p50_ms"], row["rt_p90_ms"], row["rt_p95_ms"], row["rt_p99_ms"], row["rt_p99_9_ms"]) \
-        == (500, 900, 950, 990, 999)
+    # Nearest-rank percentiles of 1..1000 ms, from µs buckets: at most 0.098 % below, never above.
+    for name, exact in (("p50", 500), ("p90", 900), ("p95", 950), ("p99", 990), ("p99_9", 999)):
+        assert exact * (1 - MAX_RELATIVE_ERROR) <= row[f"rt_{name}_ms"] <= exact, name
+    assert row["rt_source"] == "us" and row["threads_seen"] == 5    # threads 0,2 in one log; 0,1,3 in the other
     assert row["request_bytes_per_s"] == pytest.approx(1024 * 100)
     assert row["response_bytes_per_s"] == pytest.approx(1100 * 100)
     assert row["error_statuses"] == "0:1;500:1"
@@ -93,15 +102,14 @@ def test_warmup_is_cut_at_the_exact_timestamp(tmp_path: Path):
     log = data_log(tmp_path / "logs" / "w-0-data.log", [
         ok_row(WARMUP_END - 1, 111), ok_row(WARMUP_END, 10), ok_row(END - 1, 20), ok_row(END, 222)])
     stats = log_stats([log], WARMUP_END, END)
-    assert stats.histogram == [(10, 1), (20, 1)]
+    assert stats.histogram == [(10_000, 1), (20_000, 1)]          # µs
     assert (stats.warmup_rows, stats.late_rows, stats.transactions) == (1, 1, 2)
 
 
 def test_a_log_with_only_its_header_adds_nothing(tmp_path: Path):
     # An agent whose threads had no user in a step (1 user over 2 agents) writes just the header.
-    header = ("Thread, Run, Test, Start time (ms since Epoch), Test time, Errors, "
-              "HTTP status, Request bytes, Response bytes\n")
-    (tmp_path / "a-0-data.log").write_text(header + "0, 0, 1, 1000, 5, 0, 200, 10, 10\n")
+    header = synthetic.DATA_LOG_HEADER + "\n"
+    (tmp_path / "a-0-data.log").write_text(header + "0, 0, 1, 1000, 5, 0, 200, 10, 10, 5123\n")
     (tmp_path / "b-0-data.log").write_text(header)
     stats = log_stats(sorted(tmp_path.glob("*-data.log")), 0, 2000)
     assert (stats.transactions, stats.errors, stats.malformed_lines, stats.request_bytes) == (1, 0, 0, 10)
@@ -111,12 +119,13 @@ def test_a_log_with_only_its_header_adds_nothing(tmp_path: Path):
 def test_corrupted_lines_are_counted_and_skipped(tmp_path: Path):
     good = [ok_row(WARMUP_END + i, 10 + i) for i in range(4)]
     garbage = (b"this is not a row\n"
-               b"0, 0, 1, " + str(WARMUP_END).encode() + b", 12, 0, 200, 1024, 1100, 99\n"   # a field too many
-               b"0, 0, 1, " + str(WARMUP_END).encode() + b", 1x2, 0, 200, 1024, 1100\n"      # not a number
-               b"0, 0, 1, " + str(WARMUP_END).encode() + b", 12, 0\n"                      # fields missing
+               b"0, 0, 1, " + str(WARMUP_END).encode() + b", 12, 0, 200, 1024, 1100, 12000, 99\n"   # a field too many
+               b"0, 0, 1, " + str(WARMUP_END).encode() + b", 1x2, 0, 200, 1024, 1100, 12000\n"      # not a number
+               b"0, 0, 1, " + str(WARMUP_END).encode() + b", 12, 0\n"                             # fields missing
+               b"0, 0, 1, " + str(WARMUP_END).encode() + b", 12, 0, 200, 1024, 1100, -5\n"          # negative time
                b"\xff\xfe\x00 binary, \"quoted, 1\n"
                b"\n"
-               b"0, 0, 1, " + str(WARMUP_END).encode() + b", 12, 0, 200, 1024, 10")        # cut short: parses!
+               b"0, 0, 1, " + str(WARMUP_END).encode() + b", 12, 0, 200, 1024, 1100, 12")          # cut short: parses!
     log = data_log(tmp_path / "logs" / "w-0-data.log", good, tail=garbage)
     cut_header = tmp_path / "logs" / "w-1-data.log"
     cut_header.write_bytes(b"Thread, Run, Te")
@@ -124,9 +133,9 @@ def test_corrupted_lines_are_counted_and_skipped(tmp_path: Path):
     empty.write_bytes(b"")
     stats = log_stats([log, cut_header, empty], WARMUP_END, END)
     assert stats.transactions == 4
-    assert stats.histogram == [(10, 1), (11, 1), (12, 1), (13, 1)]
-    assert stats.malformed_lines == 8
-    assert stats.malformed_by_file == {"w-0-data.log": 7, "w-1-data.log": 1}
+    assert stats.histogram == [(10_000, 1), (11_000, 1), (12_000, 1), (13_000, 1)]
+    assert stats.malformed_lines == 9
+    assert stats.malformed_by_file == {"w-0-data.log": 8, "w-1-data.log": 1}
     assert stats.response_bytes == 4 * 1100
 
 
@@ -148,6 +157,7 @@ def test_logs_without_the_custom_columns(tmp_path: Path):
     stats = log_stats([log], WARMUP_END, END)
     assert (stats.transactions, stats.errors, stats.error_statuses) == (1, 1, {"none": 1})
     assert stats.request_bytes is None and stats.response_bytes is None
+    assert stats.rt_source == "ms" and stats.histogram == [(5000, 1)] and stats.failed_response.mean == 7000
 
 
 def test_a_file_that_is_not_a_data_log_is_a_clear_error(tmp_path: Path):
@@ -157,12 +167,12 @@ def test_a_file_that_is_not_a_data_log_is_a_clear_error(tmp_path: Path):
 
 
 def test_percentiles_and_description_of_a_histogram():
-    hist = [(5, 3), (7, 1), (100, 1)]          # 5 5 5 7 100
-    assert [percentile(hist, p) for p in (20, 60, 61, 80, 81, 100)] == [5, 5, 7, 7, 100, 100]
-    d = describe(hist)
-    assert d["mean"] == pytest.approx(24.4) and (d["min"], d["max"]) == (5, 100)
-    assert d["std"] == pytest.approx(statistics.stdev([5, 5, 5, 7, 100]))
-    assert describe([])["mean"] is None and percentile([], 50) is None
+    hist = Histogram.of([5, 5, 5, 7, 100])          # µs
+    assert [hist.percentile(p) for p in (20, 60, 61, 80, 81, 100)] == [5, 5, 7, 7, 100, 100]
+    d = describe(hist)                               # in ms
+    assert d["mean"] == pytest.approx(0.0244) and (d["min"], d["max"]) == (0.005, 0.1)
+    assert d["std"] == pytest.approx(statistics.stdev([5, 5, 5, 7, 100]) / 1000)
+    assert describe(Histogram())["mean"] is None and Histogram().percentile(50) is None
 
 
 def test_student_t_and_confidence_interval():
