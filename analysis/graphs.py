@@ -89,6 +89,7 @@ class Graph:
     xscale: str = "linear"
     xticks: list[tuple[float, str]] = field(default_factory=list)
     ymax: float | None = None          # fixed top of the y axis (percent scales)
+    ymin: float | None = 0.0           # bottom of the y axis; None: from the data
     bars: str = ""                     # what the error bars are (CI_BARS, RANGE_BARS)
     sharey: bool | None = None         # panels share one y axis; default: only on a fixed percent scale
     scenario: str = ""
@@ -230,6 +231,11 @@ def host_graphs(sweep: pl.DataFrame, stem: str, scenario: str, sweep_name: str, 
                             f"{scenario}: CPU of the ESB and echo processes {vs} (mean over the window)",
                             ylabel="CPU (% of one core)", panels=[p for p in proc_panels if p.series],
                             bars=CI_BARS, **common))
+    # The ESB JVM's collector (analysis/gc.py). It sits near 100 %: the axis starts from the data.
+    graphs.append(Graph(f"{stem}-esb-gc-vs-{sweep_name}", f"{scenario}: ESB GC throughput {vs}",
+                        ylabel="GC throughput (% of the window not paused)",
+                        panels=[Panel("", _series(sweep, x, "esb_gc_throughput_percent", labels, div))],
+                        ymax=100, ymin=None, bars=CI_BARS, **common))
     net_panels = [Panel(f"{role} (link {links[role]:g} Mbit/s)" if role in links else role,
                         _series(sweep, x, f"{role}_rx_mbit", labels, div, " rx")
                         + _series(sweep, x, f"{role}_tx_mbit", labels, div, " tx", "--"),
@@ -359,7 +365,7 @@ def draw(graph: Graph, out_dir: Path, colors: dict[str, str] | None = None) -> d
         bars = any(e is not None for s in panel.series for e in s.err)
         ax.set_xlabel(graph.xlabel + (f"\n{graph.bars}" if bars and graph.bars else ""))
         ax.grid(True, alpha=0.3)
-        ax.set_ylim(bottom=0, top=graph.ymax)
+        ax.set_ylim(bottom=graph.ymin, top=graph.ymax)
     axes[0].set_ylabel(graph.ylabel)
     axes[-1].legend(fontsize="small")
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -126,7 +126,7 @@ def _scenario_table(analysis: "Analysis", runs: list[Run], scenario: str) -> str
         return ""
     headers = ["series", "payload", "users", "iterations", "threads seen", "TPS", "mean RT ms", "p50", "p90", "p99",
                "p99.9", "errors %", "failed: mean ms", "failed: p99 ms", "ESB host CPU %", "ESB JVM CPU % of a core",
-               "marks"]
+               "ESB GC throughput %", "ESB GC p99 pause ms", "marks"]
     rows, classes = [], []
     for r in agg.iter_rows(named=True):
         rows.append([escape(analysis.labels[(r["run"], r["target"])]), escape(r["payload_label"]), fmt(r["users"]),
@@ -136,6 +136,8 @@ def _scenario_table(analysis: "Analysis", runs: list[Run], scenario: str) -> str
                      _spread(r, "error_percent", 2), fmt(r["failed_rt_mean_ms"], 3), fmt(r["failed_rt_p99_ms"], 3),
                      with_ci(r["esb_cpu_mean"], r["esb_cpu_mean_ci95"]),
                      with_ci(r["esb_proc_cpu_mean"], r["esb_proc_cpu_mean_ci95"]),
+                     with_ci(r["esb_gc_throughput_percent"], r["esb_gc_throughput_percent_ci95"], 2),
+                     with_ci(r["esb_gc_pause_p99_ms"], r["esb_gc_pause_p99_ms_ci95"], 2),
                      escape("; ".join(_marks(r))) or "no"])
         classes.append("bottleneck" if r["bottleneck"] else "")
     return table(headers, rows, 3, classes, text_last=True)

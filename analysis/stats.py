@@ -11,7 +11,8 @@ from typing import Any, Iterable
 import polars as pl
 
 from esbperf.analysis.datalog import LogStats, data_logs, log_stats
-from esbperf.analysis.histogram import Histogram
+from esbperf.analysis.gc import GC_FIGURES, GC_ROLES, GcStats, gc_file, gc_stats
+from esbperf.analysis.histogram import Histogram, nearest_rank
 from esbperf.analysis.monitor import HostStats, host_stats, monitor_file
 from esbperf.analysis.results import FIXED_ROLES, Run, Step
 from esbperf.bottleneck import THRESHOLD_PERCENT  # noqa: F401  (re-exported for graphs and tables)
@@ -171,8 +172,25 @@ def console_disagrees(row: dict, sample_interval_ms: float) -> bool:
     return abs(row["starts"] - console) > console_allowance(row, sample_interval_ms)
 
 
+def gc_columns(role: str, g: GcStats | None) -> dict:
+    """A JVM's GC figures over the window (analysis/gc.py); empty, not zero, without its GC log."""
+    figures = dict.fromkeys(GC_FIGURES) if g is None else {
+        "gc_throughput_percent": g.throughput_percent, "gc_pauses": len(g.pauses),
+        "gc_pause_p99_ms": _pause_p99_ms(g), "gc_pause_max_ms": g.pause_max_ms,
+        "heap_after_gc_mb": g.heap_after_mean_mb, "heap_after_gc_max_mb": g.heap_after_max_mb}
+    return {f"{role}_{name}": figures[name] for name in GC_FIGURES}
+
+
+def _pause_p99_ms(g: GcStats) -> float | None:
+    """Nearest-rank p99 of the window's GC pauses (ms, as logged)."""
+    if not g.pauses:
+        return None
+    pauses = sorted(p.ms for p in g.pauses)
+    return pauses[nearest_rank(99.0, len(pauses)) - 1]
+
+
 def step_row(run: Run, step: Step, logs: LogStats, hosts: dict[str, HostStats],
-             roles: Iterable[str] = ROLES) -> dict:
+             roles: Iterable[str] = ROLES, gcs: dict[str, GcStats] | None = None) -> dict:
     """One summary.csv row (see docs/analysis.md for every column)."""
     m = step.meta
     window_s = (m["end_ms"] - m["warmup_end_ms"]) / 1000.0
@@ -215,6 +233,8 @@ def step_row(run: Run, step: Step, logs: LogStats, hosts: dict[str, HostStats],
                     f"{role}_proc_cpu_mean": h.proc_cpu_mean, f"{role}_proc_cpu_max": h.proc_cpu_max,
                     f"{role}_rx_mbit": h.rx_mbit, f"{role}_tx_mbit": h.tx_mbit, f"{role}_interface": h.interface,
                     f"{role}_link_percent": h.link_percent, f"{role}_gap_s": h.gap_ms / 1000.0})
+    for role in GC_ROLES:
+        row.update(gc_columns(role, (gcs or {}).get(role)))
     # The console's own count of the measurement: a check that every worker's data log is here.
     console = m.get("console") if isinstance(m.get("console"), dict) else {}
     totals = dict(zip(console.get("columns") or [], console.get("totals") or []))
@@ -234,7 +254,9 @@ def analyse_step(run: Run, step: Step, roles: Iterable[str] | None = None) -> tu
     hosts = {role: host_stats(monitor_file(step.dir, role), role, step.link_mbit(role),
                               step.meta["warmup_end_ms"], step.interface(role))
              for role in roles if monitor_file(step.dir, role).exists()}
-    return step_row(run, step, logs, hosts, roles), StepHistograms.of(logs)
+    gcs = {role: gc_stats(gc_file(step.dir, role), role, step.meta["warmup_end_ms"], step.meta["end_ms"])
+           for role in GC_ROLES if gc_file(step.dir, role).exists()}
+    return step_row(run, step, logs, hosts, roles, gcs), StepHistograms.of(logs)
 
 
 # --- many steps ---------------------------------------------------------------------------------
@@ -288,7 +310,8 @@ def replicated(roles: Iterable[str] = ROLES) -> list[str]:
     return (["tps", "start_rate", "transactions", "errors", "request_bytes_per_s", "response_bytes_per_s",
              "threads_seen", "little_ratio"]
             + [f"{r}_{m}" for r in roles for m in ("cpu_mean", "cpu_max", "proc_cpu_mean", "proc_cpu_max",
-                                                   "rx_mbit", "tx_mbit", "link_percent")])
+                                                   "rx_mbit", "tx_mbit", "link_percent")]
+            + [f"{r}_{m}" for r in GC_ROLES for m in GC_FIGURES])
 
 
 # Figures of the pooled data of all iterations (`<figure>`), each with the spread of its

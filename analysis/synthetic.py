@@ -6,6 +6,7 @@ every time it is made."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -148,10 +149,30 @@ def write_monitor(folder: Path, role: str, start_ms: int, warmup_end_ms: int, en
     return path
 
 
+def gc_line(time_ms: int, message: str, uptime_ms: int = 60_000) -> str:
+    """A line as `-Xlog:gc` writes it with esbperf's decorators (esbperf/gc.py)."""
+    iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time_ms // 1000)) + f".{time_ms % 1000:03d}+0000"
+    return f"[{iso}][{time_ms}ms][{uptime_ms}ms][info][gc] {message}\n"
+
+
+def write_gc_log(folder: Path, role: str, pauses: list[tuple[int, float, int]], committed_mb: int = 256) -> Path:
+    """A step's GC window `gc-<role>.log`: one G1 young pause per (end time ms, length ms, heap
+    after MB), each followed by a concurrent phase (not a pause)."""
+    lines = []
+    for n, (t, ms, after) in enumerate(pauses):
+        lines.append(gc_line(t, f"GC({2 * n}) Pause Young (Normal) (G1 Evacuation Pause) "
+                                f"{after + 40}M->{after}M({committed_mb}M) {ms:.3f}ms"))
+        lines.append(gc_line(t, f"GC({2 * n + 1}) Concurrent Mark Cycle 25.125ms"))
+    path = folder / f"gc-{role}.log"
+    path.write_text("".join(lines))
+    return path
+
+
 def thesis_run(run_dir: Path, target: str, rows_per_step: int, files: int = 2, iterations: int = 1,
                scenario: str = "proxy", duration_s: int = 300, warmup_s: int = 30, seed: int = 1,
-               esb_cpu: float = 40.0, sweeps: str = "both", plan: str = "thesis") -> Path:
-    """A run of the thesis's sweeps with random logs: `payload` (1 user), `users` (100 KB) or both."""
+               esb_cpu: float = 40.0, sweeps: str = "both", plan: str = "thesis", gc: bool = False) -> Path:
+    """A run of the thesis's sweeps with random logs: `payload` (1 user), `users` (100 KB) or both;
+    with `gc`, GC windows of the ESB and echoes: a pause a second of 2 + users / 40 ms."""
     steps = [(label, size, 1) for label, size in THESIS_PAYLOADS.items()] if sweeps != "users" else []
     steps += [("100KB", THESIS_PAYLOADS["100KB"], u) for u in THESIS_USERS
               if sweeps != "payload" and (u != 1 or sweeps == "users")]
@@ -172,4 +193,7 @@ def thesis_run(run_dir: Path, target: str, rows_per_step: int, files: int = 2, i
                               cpu_percent=min(99.0, esb_cpu + users / 10) if role == "esb" else 15.0,
                               rx_mbit=size * users / 50000, tx_mbit=size * users / 50000,
                               proc_cpu=() if role == "client" else (2 * esb_cpu + users,) if role == "esb" else (20.0,))
+                if gc and role != "client":
+                    write_gc_log(folder, role, [(t, 2 + users / 40, 100 + users)
+                                                for t in range(meta["start_ms"] + 500, meta["end_ms"], 1000)])
     return run_dir

@@ -29,13 +29,22 @@ def resolve_named(name_or_path: str | Path, folder: Path, kind: str) -> Path:
 
 def load_yaml(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text())
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise EsbperfError(f"{path}: no such file") from None
+    except OSError as e:
+        raise EsbperfError(f"{path}: cannot be read ({e.strerror})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise EsbperfError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
-        raise EsbperfError(f"{path}{where}: not valid YAML ({getattr(e, 'problem', e)})") from None
+        problem = " ".join(str(getattr(e, "problem", None) or e).split())   # PyYAML's messages span lines
+        raise EsbperfError(f"{path}{where}: not valid YAML ({problem})") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

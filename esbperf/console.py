@@ -2,11 +2,19 @@
 
 The console reads its settings from ~/.grinder_console; we give it a home of its own
 (-Duser.home) holding a file written from console-config/console.yaml, so nothing of the
-user's is read or changed."""
+user's is read or changed.
+
+The control API is the runner's alone: at each start the console gets a new secret token, in a
+file only its owner can read (`control-api.token` in the console's state folder; the JVM is told
+the file's path, never the token, which would show in `ps`). A client on the same machine reads
+it from there; a runner elsewhere is given it (ESBPERF_CONSOLE_TOKEN, or --token-file). The API
+also refuses requests whose Host is not its own address and POSTs that are not JSON, and passes
+on to the agents only the worker properties of its allow-list (docs/grinder.md)."""
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import time
 import urllib.error
 import urllib.request
@@ -41,6 +49,44 @@ def _console_properties(testbed: Testbed, cfg: ConsoleConfig) -> str:
     return "".join(f"{k}={str(v).replace(chr(92), chr(92) * 2)}\n" for k, v in lines.items())
 
 
+TOKEN_FILE = "control-api.token"
+TOKEN_ENV = "ESBPERF_CONSOLE_TOKEN"
+
+
+def token_file(workdir: Path | None = None) -> Path:
+    """Where the console of `workdir` (default: this state folder's console) keeps its token."""
+    return (workdir or state_dir() / "console") / TOKEN_FILE
+
+
+def _new_token(path: Path) -> None:
+    """A new random token, in a file created readable by its owner only."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.exists():
+        path.unlink()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_urlsafe(32) + "\n")
+
+
+def read_token(path: Path | None = None) -> str | None:
+    """The token to send: ESBPERF_CONSOLE_TOKEN, else the file `path` (default: this state
+    folder's console's); None when neither exists."""
+    if path is None and os.environ.get(TOKEN_ENV):
+        return os.environ[TOKEN_ENV].strip()
+    try:
+        return (path or token_file()).read_text().strip() or None
+    except OSError:
+        if path is not None:
+            raise EsbperfError(f"{path}: the console's token file cannot be read") from None
+        return None
+
+
+def control_client(testbed: Testbed, token: Path | None = None, timeout: float = 5.0) -> "ControlClient":
+    """A client of the testbed's console, with the token (from the file `token`, or as read_token finds it)."""
+    return ControlClient(testbed.api_url, read_token(token), timeout,
+                         where=str(token) if token else f"${TOKEN_ENV} or {token_file()}")
+
+
 def console_process(testbed: Testbed, cfg: ConsoleConfig | None = None,
                     workdir: Path | None = None) -> procs.Process:
     """A console process (not started yet) on the testbed's client host."""
@@ -54,8 +100,10 @@ def console_process(testbed: Testbed, cfg: ConsoleConfig | None = None,
     home = workdir / "home"
     home.mkdir(parents=True, exist_ok=True)
     (home / ".grinder_console").write_text(_console_properties(testbed, cfg))
+    _new_token(token_file(workdir))
     classpath = os.pathsep.join([str(GRINDER_HOME.grinder_jar), CONTROL_API.classpath()])
-    argv = [procs.java_executable(), *cfg.jvm_args, f"-Duser.home={home}", "-cp", classpath,
+    argv = [procs.java_executable(), *cfg.jvm_args, f"-Duser.home={home}",
+            f"-Desbperf.controlApi.tokenFile={token_file(workdir)}", "-cp", classpath,
             "net.grinder.Console", "-headless"]
     return procs.Process("console", argv, workdir / "console.log", cwd=workdir)
 
@@ -64,20 +112,29 @@ def start_console(testbed: Testbed, cfg: ConsoleConfig | None = None, workdir: P
                   timeout: float = 30) -> procs.Process:
     """Start the console and return once its control API answers."""
     return console_process(testbed, cfg, workdir).start_until(
-        ControlClient(testbed.api_url).answers, timeout, "its control API answering at " + testbed.api_url)
+        lambda: control_client(testbed, token_file(workdir)).answers(), timeout,
+        "its control API answering at " + testbed.api_url)
+
+
+class ConsoleUnreachable(EsbperfError):
+    """The control API does not answer at all (as opposed to answering with an error)."""
 
 
 class ControlClient:
     """A client of the console's control API (JSON over HTTP)."""
 
-    def __init__(self, url: str, timeout: float = 5.0):
+    def __init__(self, url: str, token: str | None = None, timeout: float = 5.0, where: str = "the console's token file"):
         self.url = url.rstrip("/")
+        self.token = token
         self.timeout = timeout
+        self.where = where    # where the token was looked for, for the message when it is refused
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.url + path, data=data, method=method,
-                                         headers={"Content-Type": "application/json"})
+        headers = {"Content-Type": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        request = urllib.request.Request(self.url + path, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 return json.loads(response.read() or b"null")
@@ -86,11 +143,15 @@ class ControlClient:
                 message = json.loads(e.read()).get("error", e.reason)
             except (ValueError, AttributeError):
                 message = e.reason
+            if e.code == 401:
+                found = "no token was found" if not self.token else "the token was refused (a console restarted since?)"
+                raise EsbperfError(f"the console's control API at {self.url} wants its token and {found} "
+                                   f"(looked in {self.where}); give it with --token-file or ${TOKEN_ENV}") from None
             raise EsbperfError(f"console {method} {path}: {message}") from None
         except (urllib.error.URLError, OSError) as e:
             reason = getattr(e, "reason", e)
-            raise EsbperfError(f"the console's control API at {self.url} does not answer ({reason}); "
-                               "is `esbperf console` running?") from None
+            raise ConsoleUnreachable(f"the console's control API at {self.url} does not answer ({reason}); "
+                                     "is `esbperf console` running?") from None
 
     def answers(self) -> bool:
         try:
@@ -226,12 +287,13 @@ def console(testbed_name: str | None, config_file: Path | None) -> None:
     testbed = topology.load(testbed_name)
     cfg = ConsoleConfig.load(config_file) if config_file else ConsoleConfig.load()
     process = console_process(testbed, cfg)
-    client = ControlClient(testbed.api_url)
 
     def banner() -> None:
-        process.wait_until(client.answers, 30, "its control API answering")
-        click.echo(f"console: agents connect to {testbed.client.address}:{testbed.console_port}")
-        click.echo(f"console: control API at {testbed.api_url}/ (try {testbed.api_url}/agents/status)")
+        process.wait_until(lambda: control_client(testbed, token_file()).answers(), 30, "its control API answering")
+        click.echo(f"console: agents connect to {testbed.client.address}:{testbed.console_port} "
+                   "(no authentication on that port: keep it on the isolated test network)")
+        click.echo(f"console: control API at {testbed.api_url}/, for the holder of the token in {token_file()} "
+                   f"(a runner on another machine: ${TOKEN_ENV} or --token-file)")
         click.echo(f"console: distributing {cfg.distribution_directory}; log {process.log}")
         click.echo("console: Ctrl-C to stop")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from esbperf import procs
+from esbperf import gc, procs
 from esbperf.config import state_dir
 from esbperf.errors import EsbperfError
 from esbperf.project import JAXWS_ECHO, ensure_built
@@ -20,7 +20,6 @@ RUNTIME_NAMES = {"jaxws": "JAX-WS RI on the JDK HttpServer", "cxf": "Apache CXF 
 MAIN_CLASS = "esbperf.echo.EchoMain"
 # The id ends up in an HTTP header and in every SOAP answer: keep it plain.
 _ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
-_HEAP = re.compile(r"[1-9][0-9]*[kKmMgG]")
 
 
 def base_url(host: str, port: int) -> str:
@@ -50,18 +49,19 @@ def echo_process(backend_id: str, host: str, port: int, runtime: str = "jaxws", 
         raise EsbperfError(f"echo delay must be 0 ms or more, got {delay_ms}")
     if not 1 <= max_body_mb <= 1024:
         raise EsbperfError(f"echo body limit must be 1-1024 MB, got {max_body_mb}")
-    if not _HEAP.fullmatch(heap):
-        raise EsbperfError(f"echo heap must look like 512m or 2g, got {heap!r}")
+    heap_limit = gc.heap_option(heap, "echo")
     if threads < 1:
         raise EsbperfError(f"echo threads must be at least 1, got {threads}")
     ensure_built(JAXWS_ECHO)
     procs.check_port_free(host, port, f"echo back end {backend_id}")
     workdir = workdir or state_dir() / "echo" / f"{backend_id}-{port}"
-    argv = [procs.java_executable(), f"-Xmx{heap}", "-XX:+ExitOnOutOfMemoryError",
+    gc_log = gc.log_path(workdir)
+    argv = [procs.java_executable(), heap_limit, "-XX:+ExitOnOutOfMemoryError", *gc.jvm_options(gc_log),
             "-Dsun.net.httpserver.nodelay=true",  # EchoMain sets it too; here it shows in `ps`
             "-cp", JAXWS_ECHO.classpath(), MAIN_CLASS,
             "--id", backend_id, "--host", host, "--port", str(port), "--runtime", runtime,
             "--delay-ms", str(delay_ms), "--max-body-mb", str(max_body_mb), "--threads", str(threads)]
+    gc.mention(workdir / "echo.log", gc_log)
     return procs.Process(f"echo {backend_id}", argv, workdir / "echo.log", cwd=workdir)
 
 
@@ -104,6 +104,6 @@ def echo(backend_id: str, listen: str, runtime: str, delay_ms: int, max_body_mb:
         process.wait_until(lambda: wsdl_answers(host, port), 60, "its WSDL answering")
         click.echo(f"echo {backend_id}: {RUNTIME_NAMES[runtime]} at {url}/echo (WSDL {url}/echo?wsdl), "
                    f"raw echo at {url}/raw")
-        click.echo(f"echo {backend_id}: log {process.log}; Ctrl-C to stop")
+        click.echo(f"echo {backend_id}: log {process.log}; GC log {gc.log_path(process.cwd)}; Ctrl-C to stop")
 
     raise SystemExit(procs.run_foreground(process, banner))

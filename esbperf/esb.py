@@ -17,7 +17,7 @@ from xml.sax.saxutils import escape
 
 import click
 
-from esbperf import procs, topology
+from esbperf import gc, procs, topology
 from esbperf.config import state_dir
 from esbperf.errors import EsbperfError
 from esbperf.project import CAMEL, ROOT, SYNAPSE, Module, ensure_built
@@ -120,10 +120,10 @@ def _shared_newer_than(module: Module) -> bool:
 
 
 def esb_process(name: str, host: str, port: int, backends: dict[str, str], workdir: Path | None = None,
-                backend_timeout_s: int = 120) -> procs.Process:
+                backend_timeout_s: int = 120, *, heap: str = HEAP) -> procs.Process:
     """An ESB (not started yet) listening on host:port only, routing to the back ends
     {ws1: URL, ws2: URL, ws3: URL}; a back end that takes longer than backend_timeout_s
-    gets the client an error answer."""
+    gets the client an error answer. It logs its collections to `gc.log` in its workdir."""
     if name not in ESBS:
         raise EsbperfError(f"unknown ESB '{name}' (known: {', '.join(ESBS)})")
     if not 1 <= port <= 65535:
@@ -131,17 +131,20 @@ def esb_process(name: str, host: str, port: int, backends: dict[str, str], workd
     if isinstance(backend_timeout_s, bool) or not isinstance(backend_timeout_s, int) or not 1 <= backend_timeout_s <= 3600:
         raise EsbperfError(f"back-end timeout must be 1-3600 s, got {backend_timeout_s!r}")
     backends = _check_backends(backends)
+    heap_limit = gc.heap_option(heap, "ESB")
     procs.check_port_free(host, port, f"{name} ESB")
     module, arguments = ESBS[name]
     if module is CAMEL and _shared_newer_than(module):
         module.jar.unlink()
     workdir = Path(workdir or state_dir() / "esb" / f"{name}-{port}")
     workdir.mkdir(parents=True, exist_ok=True)
-    argv = [procs.java_executable(), f"-Xmx{HEAP}", "-XX:+ExitOnOutOfMemoryError", *XML_SAFETY,
-            *arguments(host, port, backends, workdir, backend_timeout_s * 1000)]
+    gc_log = gc.log_path(workdir)
+    argv = [procs.java_executable(), heap_limit, "-XX:+ExitOnOutOfMemoryError", *gc.jvm_options(gc_log),
+            *XML_SAFETY, *arguments(host, port, backends, workdir, backend_timeout_s * 1000)]
     log = workdir / f"{name}.log"
     if log.exists():
         log.unlink()   # one run per log, so its tail is this run's
+    gc.mention(log, gc_log)
     return procs.Process(f"esb {name}", argv, log, cwd=workdir)
 
 
@@ -159,9 +162,9 @@ def answers(host: str, port: int) -> bool:
 
 
 def start_esb(name: str, host: str, port: int, backends: dict[str, str], workdir: Path | None = None,
-              backend_timeout_s: int = 120, timeout: float = 90) -> procs.Process:
+              backend_timeout_s: int = 120, timeout: float = 90, *, heap: str = HEAP) -> procs.Process:
     """Start an ESB and return once it answers on host:port; stop it if it does not."""
-    return esb_process(name, host, port, backends, workdir, backend_timeout_s).start_until(
+    return esb_process(name, host, port, backends, workdir, backend_timeout_s, heap=heap).start_until(
         lambda: answers(host, port), timeout, f"answering at {_url(host, port)}")
 
 
@@ -215,6 +218,7 @@ def esb(name: str, testbed_name: str | None, listen: str | None, backends: str |
         process.wait_until(lambda: answers(host, port), 90, "answering")
         click.echo(f"esb {name}: listening at {_url(host, port)} (heap {HEAP}), routing to "
                    + ", ".join(f"{ws} {url}" for ws, url in urls.items()))
-        click.echo(f"esb {name}: back-end timeout {backend_timeout_s} s; log {process.log}; Ctrl-C to stop")
+        click.echo(f"esb {name}: back-end timeout {backend_timeout_s} s; log {process.log}; "
+                   f"GC log {gc.log_path(process.cwd)}; Ctrl-C to stop")
 
     raise SystemExit(procs.run_foreground(process, banner))

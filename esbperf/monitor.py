@@ -1,9 +1,10 @@
-"""The sigar host monitors: starting one per host role, pulling each step's samples from all of
-them into the step's folder, and the per-step verdict on CPU and link saturation.
+"""The host monitors: starting one per host role, pulling each step's samples from all of them
+into the step's folder, and the per-step verdict on CPU and link saturation.
 
-Each monitor keeps its samples in memory and serves them over HTTP (agents/monitor); after a
-step the runner pulls the step's window from every monitor (`collect_step`). See
-docs/monitoring.md for why it is a pull, the CSV format and the verdict rule.
+Each monitor samples with sigar (or OSHI where sigar cannot load), keeps its samples in a bounded
+spool in its state folder and serves them over HTTP (agents/monitor); after a step the runner
+pulls the step's window from every monitor (`collect_step`). See docs/monitoring.md for why it
+is a pull, the spool, the CSV format and the verdict rule.
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from esbperf.project import MONITOR, ensure_built
 from esbperf.topology import ROLES, Testbed
 
 NATIVE_DIR = MONITOR.dir / "target" / "native"   # sigar's JNI libraries, unpacked by the build
+SAMPLERS = ("sigar", "oshi")   # sigar by default; OSHI where sigar cannot load, or when asked for
 MAIN_CLASS = "esbperf.monitor.Monitor"
 # A small heap, one GC thread and the quick compiler only: the monitor must cost its host ~nothing.
 JVM_ARGS = ["-Xms8m", "-Xmx48m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
@@ -46,21 +48,30 @@ THRESHOLD_PERCENT, SUSTAIN_SAMPLES = bottleneck.THRESHOLD_PERCENT, bottleneck.SU
 # ---- starting a monitor ------------------------------------------------------------------
 
 def monitor_process(role: str, host: str, port: int, pids: Sequence[int] = (), matches: Sequence[str] = (),
-                    workdir: Path | None = None, testbed: Testbed | None = None) -> procs.Process:
+                    workdir: Path | None = None, testbed: Testbed | None = None, sampler: str = "sigar",
+                    spool_max_bytes: int | None = None, spool_max_age_s: int | None = None) -> procs.Process:
     """A monitor for `role` (not started) serving on host:port, watching `pids` and the processes
     whose command line contains one of `matches`. With `testbed`, it runs on that role's host
-    (inside its network namespace when the testbed is emulated)."""
+    (inside its network namespace when the testbed is emulated). `workdir` is its state folder:
+    its log and its spool (`workdir/spool`, kept across restarts); the spool's bounds default to
+    the monitor's own (64 MiB, 24 h)."""
     if role not in ROLES:
         raise EsbperfError(f"unknown role '{role}' (roles: {', '.join(ROLES)})")
+    if sampler not in SAMPLERS:
+        raise EsbperfError(f"unknown sampler '{sampler}' (samplers: {', '.join(SAMPLERS)})")
     for match in matches:
         if not match.strip():
             raise EsbperfError("--match needs a non-empty text")
     ensure_built(MONITOR)
-    if not any(NATIVE_DIR.glob("libsigar-*")):
-        raise EsbperfError(f"sigar's native library is missing from {NATIVE_DIR}; "
-                           "run `esbperf build` (it unpacks it there)")
+    workdir = (workdir or state_dir() / f"monitor-{role}").absolute()   # the monitor runs in it
+    # (Without sigar's library in NATIVE_DIR the monitor falls back to OSHI and says so in its log.)
     argv = [procs.java_executable(), *JVM_ARGS, f"-Dorg.hyperic.sigar.path={NATIVE_DIR}",
-            "-cp", MONITOR.classpath(), MAIN_CLASS, "--role", role, "--listen", _host_port(host, port)]
+            "-cp", MONITOR.classpath(), MAIN_CLASS, "--role", role, "--listen", _host_port(host, port),
+            "--sampler", sampler, "--state", str(workdir)]
+    if spool_max_bytes is not None:
+        argv += ["--spool-max-bytes", str(spool_max_bytes)]
+    if spool_max_age_s is not None:
+        argv += ["--spool-max-age-s", str(spool_max_age_s)]
     for pid in pids:
         argv += ["--pid", str(pid)]
     for match in matches:
@@ -71,15 +82,16 @@ def monitor_process(role: str, host: str, port: int, pids: Sequence[int] = (), m
         procs.check_port_free(host, port, f"{role} monitor")
     if testbed is not None:
         argv = testbed.command(role, argv)
-    workdir = workdir or state_dir() / f"monitor-{role}"
     return procs.Process(f"{role} monitor", argv, workdir / "monitor.log", cwd=workdir)
 
 
 def start_monitor(role: str, host: str, port: int, pids: Sequence[int] = (), matches: Sequence[str] = (),
                   workdir: Path | None = None, testbed: Testbed | None = None,
-                  timeout: float = 30) -> procs.Process:
-    """Start a monitor and return once it serves samples."""
-    process = monitor_process(role, host, port, pids, matches, workdir, testbed)
+                  timeout: float = 30, sampler: str = "sigar", spool_max_bytes: int | None = None,
+                  spool_max_age_s: int | None = None) -> procs.Process:
+    """Start a monitor and return once it serves samples (arguments as monitor_process)."""
+    process = monitor_process(role, host, port, pids, matches, workdir, testbed, sampler, spool_max_bytes,
+                              spool_max_age_s)
     log_size = _log_size(process)
     process.start()
     _wait_serving(process, host, port, timeout, log_size)
@@ -103,17 +115,27 @@ def _wait_serving(process: procs.Process, host: str, port: int, timeout: float, 
         raise
 
 
-def _failure_line(process: procs.Process, log_size: int) -> str | None:
-    """The monitor's "monitor: error: ..." line from this start's part of its log."""
+def _log_lines(process: procs.Process, log_size: int) -> list[str]:
+    """This start's part of the monitor's log."""
     try:
         with open(process.log, "rb") as log:
             log.seek(log_size)
-            lines = log.read().decode(errors="replace").splitlines()
+            return log.read().decode(errors="replace").splitlines()
     except OSError:
-        return None
-    for line in lines:
+        return []
+
+
+def sampler_notice(process: procs.Process, log_size: int = 0) -> str | None:
+    """The monitor's one line saying it samples through OSHI and why, if it does."""
+    return next((line for line in _log_lines(process, log_size)
+                 if line.startswith("monitor: ") and "sampling through OSHI" in line), None)
+
+
+def _failure_line(process: procs.Process, log_size: int) -> str | None:
+    """The monitor's "monitor: error: ..." line from this start's part of its log."""
+    for line in _log_lines(process, log_size):
         if line.startswith("monitor: error: "):
-            return f"{process.name}: {line[len('monitor: error: '):]}"
+            return f"{process.name}: {procs.name_port_holders(line[len('monitor: error: '):], process.netns)}"
     if process.popen is not None and process.popen.returncode is not None:
         return f"{process.name} exited (status {process.popen.returncode}) before serving samples; see {process.log}"
     return None
@@ -160,7 +182,7 @@ def collect_step(testbed: Testbed, step_dir: Path, warmup_start_ms: int, measure
     result: dict = {"bottlenecks": [], "monitors": {}}
     for role in chosen:
         host = testbed.hosts[role]
-        samples, error, skew = _pull(host.address, host.monitor_port, window)
+        samples, error, skew, sampler = _pull(host.address, host.monitor_port, window)
         gaps = _gaps(samples, window, error)
         _write_csv(step_dir / f"monitor-{role}.csv", samples, gaps, window)
         result["monitors"][role] = {
@@ -168,6 +190,7 @@ def collect_step(testbed: Testbed, step_dir: Path, warmup_start_ms: int, measure
             "gaps_ms": sum(g[2] for g in gaps),
             "error": error,
             "clock_skew_ms": skew,
+            "sampler": sampler,
         }
         result["bottlenecks"] += verdict(role, samples, host.link_mbit, window, host.interface)
     return result
@@ -196,9 +219,9 @@ def _wait_for_last_sample(end_ms: int) -> None:
     time.sleep(max(0.0, (end_ms + INTERVAL_MS + 200 - time.time() * 1000) / 1000))
 
 
-def _pull(host: str, port: int, window: StepWindow) -> tuple[list[Sample], str | None, int | None]:
-    """(samples, error, clock skew in ms) from one monitor; an unreachable monitor is an error
-    line, not an exception."""
+def _pull(host: str, port: int, window: StepWindow) -> tuple[list[Sample], str | None, int | None, str | None]:
+    """(samples, error, clock skew in ms, sampler) from one monitor; an unreachable monitor is
+    an error line, not an exception."""
     url = f"{_base_url(host, port)}/samples?from={window.warmup}&to={window.end}"
     sent = time.time() * 1000
     where = _host_port(host, port)
@@ -206,20 +229,21 @@ def _pull(host: str, port: int, window: StepWindow) -> tuple[list[Sample], str |
         with urllib.request.urlopen(url, timeout=PULL_TIMEOUT_S) as response:
             body = response.read().decode()
             monitor_now = response.headers.get("X-Monitor-Time-Ms")
+            sampler = response.headers.get("X-Monitor-Sampler")
     except urllib.error.HTTPError as e:
-        return [], f"monitor at {where} answered HTTP {e.code} to {url}", None
+        return [], f"monitor at {where} answered HTTP {e.code} to {url}", None, None
     except (OSError, http.client.HTTPException) as e:   # refused, timed out, cut off mid-answer
         reason = getattr(e, "reason", None) or e.__class__.__name__
-        return [], f"monitor at {where} does not answer ({reason})", None
+        return [], f"monitor at {where} does not answer ({reason})", None, None
     skew = round(int(monitor_now) - (sent + time.time() * 1000) / 2) if monitor_now else None
     rows = csv.reader(io.StringIO(body))
     if next(rows, None) != ["time_ms", "metric", "subject", "value"]:
-        return [], f"monitor at {where} answered something that is not its samples CSV", skew
+        return [], f"monitor at {where} answered something that is not its samples CSV", skew, sampler
     try:
         samples = [(int(t), metric, subject, value) for t, metric, subject, value in rows]
     except ValueError:
-        return [], f"monitor at {where} answered a malformed samples CSV", skew
-    return samples, None, skew
+        return [], f"monitor at {where} answered a malformed samples CSV", skew, sampler
+    return samples, None, skew, sampler
 
 
 def _gaps(samples: list[Sample], window: StepWindow, error: str | None) -> list[tuple[int, str, int]]:
@@ -306,11 +330,13 @@ def _parse_listen(value: str) -> tuple[str, int]:
                    "class; found again when they restart (repeatable).")
 @click.option("--listen", metavar="HOST:PORT",
               help="Where to serve samples (default: the role's address and monitor_port in the testbed).")
+@click.option("--sampler", type=click.Choice(SAMPLERS), default="sigar", show_default=True,
+              help="Read the host through sigar (falling back to OSHI where it cannot load) or through OSHI.")
 @testbed_option
-def monitor(role: str, pids: tuple[int, ...], matches: tuple[str, ...], listen: str | None,
+def monitor(role: str, pids: tuple[int, ...], matches: tuple[str, ...], listen: str | None, sampler: str,
             testbed_name: str | None) -> None:
-    """Sample this host's CPU, memory and network once a second (watched processes every 2 s)
-    and serve the samples to the runner; Ctrl-C stops it."""
+    """Sample this host's CPU, memory and network once a second (watched processes every 2 s),
+    keep the samples in a spool in the state folder and serve them to the runner; Ctrl-C stops it."""
     testbed = topology.load(testbed_name)
     if listen:
         host, port = _parse_listen(listen)
@@ -318,16 +344,19 @@ def monitor(role: str, pids: tuple[int, ...], matches: tuple[str, ...], listen: 
         host, port = testbed.hosts[role].address, testbed.hosts[role].monitor_port
         if not port:
             raise EsbperfError(f"{testbed.path}: hosts.{role} has no monitor_port; give --listen HOST:PORT")
-    process = monitor_process(role, host, port, pids, matches, testbed=testbed)
+    process = monitor_process(role, host, port, pids, matches, testbed=testbed, sampler=sampler)
     log_size = _log_size(process)
 
     def banner() -> None:
         _wait_serving(process, host, port, 30, log_size)
         click.echo(f"monitor: {role} samples at {_base_url(host, port)}/samples?from=MS&to=MS "
                    f"(status: {_base_url(host, port)}/status)")
+        notice = sampler_notice(process, log_size)
+        if notice:
+            click.echo(notice)
         watched = [*map(str, pids), *matches]
         if watched:
             click.echo(f"monitor: watching {', '.join(watched)}")
-        click.echo(f"monitor: log {process.log}; Ctrl-C to stop")
+        click.echo(f"monitor: log {process.log}; spool {process.log.parent / 'spool'}; Ctrl-C to stop")
 
     raise SystemExit(procs.run_foreground(process, banner))

@@ -1,6 +1,10 @@
-"""Sweep plans (console-config/plans/<name>.yaml): scenario × payload × users, with per-step
-duration and warm-up, iterations, the users → processes × threads mapping, keep-alive and
-timeouts. Every error names the file, the field and what is allowed."""
+"""Sweep plans (console-config/plans/<name>.yaml): scenario × payload × users (closed model) or
+× arrival rate (open model), with per-step duration and warm-up, iterations, the users →
+processes × threads mapping, keep-alive and timeouts. Every error names the file, the field and
+what is allowed.
+
+A run measures a plan against one target or several; with several, each step runs against every
+target back to back, in an order rotated per iteration, so drift over the run hits them alike."""
 from __future__ import annotations
 
 import math
@@ -22,7 +26,8 @@ FIELDS = {
     "description": "text",
     "scenarios": f"a list of scenarios ({', '.join(scenarios.names())})",
     "payloads": "a list of sizes such as 512B, 0.5KB, 100KB, 1MB",
-    "users": "a list of positive integers (concurrent users)",
+    "users": "a list of positive integers (concurrent users; in an open-model plan the thread pool)",
+    "rates": "a list of arrival rates in requests per second (positive numbers): an open-model plan",
     "duration_s": "seconds measured per step (positive number)",
     "warmup_s": "seconds of warm-up before each step's measurement (number >= 0)",
     "iterations": "how many times the whole plan runs (positive integer)",
@@ -57,19 +62,50 @@ def size_label(size: int) -> str:
     return f"{size}B"
 
 
+# An open-model step without `users` gets a pool that holds rate × 20 ms of requests in flight
+# (ESB answers take 0.2-2 ms), at least POOL_MIN threads. A pool that proves too small shows
+# as start lag in the step's data, never as a silently lower rate.
+POOL_MIN = 10
+POOL_SECONDS = 0.02
+
+
+def default_pool(rate: float) -> int:
+    return max(POOL_MIN, math.ceil(rate * POOL_SECONDS))
+
+
+def rate_label(rate: float) -> str:
+    return f"{rate:g}"
+
+
 @dataclass(frozen=True)
 class Step:
     scenario: str
     payload_bytes: int
-    users: int
+    users: int                  # closed model: concurrent users; open model: the thread pool
     iteration: int
+    target: str = ""
+    rate: float | None = None   # open model: arrivals per second over all agents
 
     @property
     def payload_label(self) -> str:
         return size_label(self.payload_bytes)
 
+    @property
+    def model(self) -> str:
+        return "closed" if self.rate is None else "open"
+
     def relative_dir(self) -> Path:
-        return Path(self.scenario) / self.payload_label / str(self.users) / f"iter-{self.iteration}"
+        """<target>/<scenario>/<payload>/<users>[/rate-<r>]/iter-<n> (no target level for a step
+        of a run made before targets were interleaved)."""
+        path = Path(self.target) if self.target else Path()
+        path = path / self.scenario / self.payload_label / str(self.users)
+        if self.rate is not None:
+            path = path / f"rate-{rate_label(self.rate)}"
+        return path / f"iter-{self.iteration}"
+
+    def describe(self) -> str:
+        load = f"{self.users}u" if self.rate is None else f"{rate_label(self.rate)}/s ({self.users} threads)"
+        return f"{self.target + ' ' if self.target else ''}{self.scenario} {self.payload_label} {load} iter {self.iteration}"
 
 
 @dataclass
@@ -77,7 +113,7 @@ class Plan:
     name: str
     scenarios: list[str]
     payloads: list[int]
-    users: list[int]
+    users: list[int]            # empty in an open-model plan that lets each rate choose its pool
     duration_s: float
     warmup_s: float
     iterations: int = 1
@@ -85,32 +121,52 @@ class Plan:
     timeout_s: float = 120
     max_threads_per_process: int = 100
     description: str = ""
+    rates: list[float] = field(default_factory=list)   # non-empty: an open-model plan
     source: str = ""
     extra: dict = field(default_factory=dict)
 
-    def steps(self) -> list[Step]:
-        """Every step in run order: iterations outermost, then scenario, payload, users."""
-        return [Step(s, p, u, i)
-                for i in range(1, self.iterations + 1)
-                for s in self.scenarios for p in self.payloads for u in self.users]
+    @property
+    def model(self) -> str:
+        return "open" if self.rates else "closed"
+
+    def loads(self) -> list[tuple[int, float | None]]:
+        """(users, rate) of each load level: users alone (closed), or each rate with each pool."""
+        if not self.rates:
+            return [(u, None) for u in self.users]
+        return [(u, r) for r in self.rates for u in (self.users or [default_pool(r)])]
+
+    def steps(self, targets: list[str] | None = None) -> list[Step]:
+        """Every step in run order: iterations outermost, then scenario, payload, load, and each
+        step against every target back to back, the targets' order rotated by one per iteration."""
+        targets = targets or [""]
+        out = []
+        for i in range(1, self.iterations + 1):
+            shift = (i - 1) % len(targets)
+            order = targets[shift:] + targets[:shift]
+            for s in self.scenarios:
+                for p in self.payloads:
+                    for users, rate in self.loads():
+                        out += [Step(s, p, users, i, t, rate) for t in order]
+        return out
 
     def step_seconds(self) -> float:
         return self.warmup_s + self.duration_s
 
     def processes_threads(self, users: int, agents: int = 1) -> tuple[int, int]:
-        """Worker processes and threads per agent for `users` concurrent users over `agents`.
+        """Worker processes and threads per agent for `users` concurrent users over `agents`:
+        ceil(share ÷ max_threads_per_process) processes of ceil(share ÷ processes) threads.
 
         Every agent gets the same start signal, so each runs processes x threads >= its share;
-        when users do not divide evenly, the threads beyond `users` stop at once (scenario.py)."""
+        the threads beyond `users` stop at once (scenario.py), so exactly `users` load the target."""
         per_agent = math.ceil(users / agents)
         processes = math.ceil(per_agent / self.max_threads_per_process)
-        while per_agent % processes:
-            processes += 1
-        return processes, per_agent // processes
+        return processes, math.ceil(per_agent / processes)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d.pop("extra")
+        if not d["rates"]:
+            d.pop("rates")           # a closed plan, as its file says it
         return d
 
     @classmethod
@@ -139,7 +195,7 @@ def _validate(data: dict, source: str) -> Plan:
     unknown = [k for k in data if k not in FIELDS]
     if unknown:
         raise EsbperfError(f"{source}: unknown field '{unknown[0]}' (allowed: {', '.join(FIELDS)})")
-    for required in ("scenarios", "payloads", "users", "duration_s"):
+    for required in ("scenarios", "payloads", "duration_s") + (() if "rates" in data else ("users",)):
         if required not in data:
             raise EsbperfError(f"{source}: field '{required}' is missing; it must be {FIELDS[required]}")
 
@@ -167,18 +223,25 @@ def _validate(data: dict, source: str) -> Plan:
             payloads.append(parse_size(p))
         except ValueError:
             raise EsbperfError(f"{source}: payloads[{i}]: {p!r} is not a size (e.g. 512B, 0.5KB, 100KB, 1MB)") from None
+    if data.get("users") == [] and data.get("rates"):
+        del data["users"]            # as run.json records an open plan that let each rate choose its pool
     users = []
-    for i, u in enumerate(a_list("users")):
+    for i, u in enumerate(a_list("users") if "users" in data else []):
         if isinstance(u, bool) or not isinstance(u, int) or u < 1:
             raise EsbperfError(f"{source}: users[{i}]: must be a positive integer, got {u!r}")
         users.append(u)
+    rates = []
+    for i, r in enumerate(a_list("rates") if "rates" in data else []):
+        if isinstance(r, bool) or not isinstance(r, (int, float)) or not r > 0 or r != r or r == float("inf"):
+            raise EsbperfError(f"{source}: rates[{i}]: must be a positive number of requests per second, got {r!r}")
+        rates.append(r)
     keepalive = data.get("keepalive", True)
     if not isinstance(keepalive, bool):
         fail("keepalive", keepalive)
     return Plan(
         name=str(data.get("name", Path(source).stem)),
         description=str(data.get("description", "")),
-        scenarios=list(scenario_list), payloads=payloads, users=users,
+        scenarios=list(scenario_list), payloads=payloads, users=users, rates=rates,
         duration_s=number("duration_s", None, 0),
         warmup_s=number("warmup_s", 0, 0, strict=False),
         iterations=number("iterations", 1, 1, integer=True),

@@ -1,45 +1,38 @@
 """`esbperf run`: a whole plan through the real console and agents, one results folder per step.
 
-The runner talks to the console only through its control API. For each step it starts the
-workers with the step's properties, lets them warm up (the workers' own start-up happens inside
-the warm-up), zeroes the console's statistics, measures for the step's duration, stops the
-workers, and writes the step folder: step.json, console.json (the console's statistics), the
-agents' data and worker logs, and the monitors' samples of the step's window."""
+The runner talks to the console only through its control API. A run measures one target or
+several: with several (`--target camel --target direct`), each step runs against every target back
+to back, the order rotated per iteration, so drift over the run hits them alike. Each step is one
+StepRunner (esbperf/step.py): the workers of every agent, warm-up, measurement, logs brought home
+from every agent (esbperf/collect.py), checks, monitors, step folder.
+
+What stops a run, and what only spoils a step, is decided by the cause (step.StepAside); every
+interrupted run — Ctrl-C, a full disk, a console gone for good — keeps its finished steps, and
+`esbperf run --resume DIR` continues it."""
 from __future__ import annotations
 
+import errno
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable, Iterable
 
 import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
 
-from esbperf import environment, plan as plans, procs, results, scenarios, topology
-from esbperf.config import AgentConfig, ConsoleConfig
-from esbperf.console import ControlClient, statistics
+from esbperf import collect, environment, estimate, plan as plans, procs, results, scenarios, topology
+from esbperf.config import AgentConfig, ConsoleConfig, state_dir
+from esbperf.console import ControlClient, control_client, statistics
 from esbperf.errors import EsbperfError
+from esbperf.step import Agent, RunContext, StepAside, StepRunner
 from esbperf.verify import verify_target
 
 PREFLIGHT_TIMEOUT_S = 5
 AGENT_WAIT_S = 10
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-@dataclass
-class Run:
-    """A run folder and what it was started with (run.json)."""
-
-    dir: Path
-    plan: plans.Plan
-    target: topology.Target
-    testbed: topology.Testbed
-    record: dict[str, Any] = field(default_factory=dict)
-    verify: bool = True   # check the target's answers before the run and after a step with errors
+MAX_SKEW_MS = 100.0   # a host's clock further off than this refuses the run (monitor windows would shift)
+LAYOUT = 2   # step folders <target>/<scenario>/<payload>/<users>/[rate-<r>/]iter-<n>
+LOAD_ROLES = ("client",)   # roles whose machines run agents (load hosts join them when the testbed names them)
 
 
 def _url_host_port(url: str) -> tuple[str, int]:
@@ -47,29 +40,64 @@ def _url_host_port(url: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def preflight(client: ControlClient, target: topology.Target, plan: plans.Plan, testbed: topology.Testbed,
-              verify: bool, echo: Callable[[str], None]) -> list[dict]:
-    """Check the console, agents and target answer; return the connected agents."""
+def _targets(testbed: topology.Testbed, names: Iterable[str]) -> dict[str, topology.Target]:
+    names = list(names)
+    if len(set(names)) != len(names):
+        raise EsbperfError(f"a target is named twice: {', '.join(names)}")
+    return {name: testbed.target(name) for name in names}
+
+
+def agent_hosts(testbed: topology.Testbed, agents: list[dict], local: collect.LocalAgents) -> list[Agent]:
+    """Which host each connected agent runs on: the load host it is named after (`load2`,
+    `load2-1`), or this machine when its working folder is here. An agent that is neither is a
+    stray (say, a daemon agent of an earlier session) and is refused: its logs could not be brought
+    home, and it would take a share of every step's users."""
+    names = [a["name"] for a in agents]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise EsbperfError(f"two agents named {twice[0]} are connected to the console; their logs would collide. "
+                           "Stop one (each agent needs a name of its own: --host-id)")
+    found = []
+    for name in names:
+        role = next((r for r in testbed.hosts if (r in LOAD_ROLES or r.startswith("load"))
+                     and (name == r or name.startswith(f"{r}-"))), None)
+        if role is None and any(f.is_dir() for f in local.folders(name)):
+            role = "client"
+        if role is None:
+            raise EsbperfError(f"agent {name} is connected to the console but runs on no host of {testbed.path} "
+                               f"(not on this machine, and no load host is named {name}); stop it, or add its host "
+                               "to the testbed and name the agent after it")
+        found.append(Agent(name, role))
+    return found
+
+
+def preflight(client: ControlClient, targets: dict[str, topology.Target], plan: plans.Plan,
+              testbed: topology.Testbed, local: collect.LocalAgents, verify: bool,
+              echo: Callable[[str], None]) -> list[Agent]:
+    """Check the console, every target and the agents; return the run's agents."""
     client.timeout = PREFLIGHT_TIMEOUT_S
     client.version()   # raises with the address it tried
-    urls = [target.url] if target.kind == "esb" else list(target.backends.values())
-    for url in urls:
-        host, port = _url_host_port(url)
-        if not procs.port_open(host, port, PREFLIGHT_TIMEOUT_S):
-            raise EsbperfError(f"target {target.name} does not answer at {url} (tried for {PREFLIGHT_TIMEOUT_S} s)")
+    for target in targets.values():
+        for url in [target.url] if target.kind == "esb" else list(dict.fromkeys(target.backends.values())):
+            host, port = _url_host_port(url)
+            if not procs.port_open(host, port, PREFLIGHT_TIMEOUT_S):
+                raise EsbperfError(f"target {target.name} does not answer at {url} (tried for {PREFLIGHT_TIMEOUT_S} s)")
     try:
-        agents = client.wait_for_agents(1, AGENT_WAIT_S)
+        connected = client.wait_for_agents(1, AGENT_WAIT_S)
     except EsbperfError:
         raise EsbperfError(f"no agent is connected to the console at {testbed.client.address}:{testbed.console_port}; "
                            "start one with `esbperf agent`") from None
+    agents = agent_hosts(testbed, connected, local)
     if verify:
-        outcomes = verify_target(testbed, target.name, plan.scenarios, size=1024, timeout=plan.timeout_s)
-        failed = [o for o in outcomes if not o.ok]
-        if failed:
-            first = failed[0]
-            raise EsbperfError(f"target {target.name} fails verification: {len(failed)} of {len(outcomes)} checks, "
-                               f"first: {first.scenario} {first.url}: {first.detail} (see `esbperf verify --target {target.name}`)")
-        echo(f"verified {target.name}: {len(outcomes)} checks passed")
+        for target in targets.values():
+            outcomes = verify_target(testbed, target.name, plan.scenarios, size=1024, timeout=plan.timeout_s)
+            failed = [o for o in outcomes if not o.ok]
+            if failed:
+                first = failed[0]
+                raise EsbperfError(f"target {target.name} fails verification: {len(failed)} of {len(outcomes)} checks, "
+                                   f"first: {first.scenario} {first.url}: {first.detail} "
+                                   f"(see `esbperf verify --target {target.name}`)")
+            echo(f"verified {target.name}: {len(outcomes)} checks passed")
     return agents
 
 
@@ -79,199 +107,96 @@ def monitored_roles(testbed: topology.Testbed) -> list[str]:
             if host.monitor_port and procs.port_open(host.address, host.monitor_port, 0.5)]
 
 
-def step_properties(run: Run, step: plans.Step, processes: int, threads: int, log_dir: Path) -> dict[str, Any]:
-    target, plan = run.target, run.plan
-    properties = {
-        "grinder.processes": processes,
-        "grinder.threads": threads,
-        "grinder.runs": 0,
-        # A safety net only: the runner stops the workers at the end of the measurement.
-        "grinder.duration": int((plan.step_seconds() + 60) * 1000),
-        # Absolute: an agent resolves a relative folder against its own working folder.
-        "grinder.logDirectory": str(log_dir.resolve()),
-        "esbperf.users": step.users,
-        "esbperf.scenario": step.scenario,
-        "esbperf.target.kind": target.kind,
-        "esbperf.payload.bytes": step.payload_bytes,
-        "esbperf.keepalive": str(plan.keepalive).lower(),
-        "esbperf.timeout.ms": int(plan.timeout_s * 1000),
-    }
-    if target.kind == "esb":
-        properties["esbperf.target.url"] = target.url
-    for backend, url in target.backends.items():
-        properties[f"esbperf.backend.{backend}"] = url
-    return properties
+def clock_skews(testbed: topology.Testbed, roles: list[str], max_skew_ms: float) -> dict[str, dict | None]:
+    """Each monitored host's clock against this machine's (its monitor stamps every answer), for
+    run.json; a clock off by more than max_skew_ms refuses the run: each step's monitor window is
+    cut by the runner's clock."""
+    from esbperf.testbed_check import clock_skew
+
+    skews: dict[str, dict | None] = {}
+    for role in roles:
+        host = testbed.hosts[role]
+        measured = clock_skew(host.address, host.monitor_port, PREFLIGHT_TIMEOUT_S)
+        skews[role] = None if measured is None else {"skew_ms": round(measured[0], 1), "error_ms": round(measured[1], 1)}
+        if measured and abs(measured[0]) - measured[1] > max_skew_ms:
+            raise EsbperfError(f"{role}'s clock is {measured[0]:+.0f} ms off this machine's (limit ±{max_skew_ms:g} ms, "
+                               "--max-skew-ms); synchronise the clocks (NTP/chrony) before measuring")
+    return skews
 
 
-class StepRunner:
-    """Runs one step at a time against the console; reports progress through `on_tick`."""
-
-    def __init__(self, run: Run, client: ControlClient, agents: int, roles: list[str],
-                 on_tick: Callable[[str, float, dict], None]):
-        self.run = run
-        self.client = client
-        self.agents = agents
-        self.roles = roles
-        self.on_tick = on_tick
-
-    def _wait_until(self, deadline_ms: int, phase: str, workers: set[str]) -> None:
-        while True:
-            left = deadline_ms - now_ms()
-            if left <= 0:
-                return
-            latest = statistics(self.client.data(latest=True))
-            self.on_tick(phase, left / 1000, latest)
-            if not self._running(workers):
-                raise EsbperfError("the workers ended before the step did; see the worker logs in the step folder")
-            time.sleep(min(1.0, left / 1000))
-
-    def _running(self, workers: set[str]) -> bool:
-        return any(w["id"] in workers and w["state"] in ("STARTED", "RUNNING")
-                   for a in self.client.agents() for w in a.get("workers", []))
-
-    def execute(self, step: plans.Step) -> Path:
-        run, plan, client = self.run, self.run.plan, self.client
-        tmp = results.begin_step(run.dir, step)
-        processes, threads = plan.processes_threads(step.users, self.agents)
-        client.recording("stop")
-        client.recording("reset")
-        client.recording("start")
-        start_ms = now_ms()
-        workers = client.start_workers_and_wait(step_properties(run, step, processes, threads, tmp / "logs"),
-                                                processes * self.agents)
-        stopped = False
-        try:
-            # Warm-up: from the start signal (worker start-up included), but at least half of it
-            # under load, after the workers' first report.
-            first_report_ms = self._first_report(start_ms + int((plan.step_seconds() + 30) * 1000), workers)
-            warmup_end_ms = max(start_ms + int(plan.warmup_s * 1000), first_report_ms + int(plan.warmup_s * 500))
-            self._wait_until(warmup_end_ms, "warm-up", workers)
-            client.recording("zero")
-            warmup_end_ms = now_ms()
-            end_ms = warmup_end_ms + int(plan.duration_s * 1000)
-            self._wait_until(end_ms, "measuring", workers)
-            console_data = client.data()
-            end_ms = now_ms()
-            client.stop_workers()
-            stopped = True
-            client.recording("stop")
-            if not client.wait_workers_finished(workers, 30):
-                raise EsbperfError("the workers did not stop within 30 s of the stop signal")
-        finally:
-            if not stopped:
-                client.stop_workers()
-        logs = list((tmp / "logs").glob("*-data.log"))
-        if len(logs) < len(workers):
-            raise EsbperfError(f"{len(workers)} workers ran the step but {len(logs)} data logs reached {tmp / 'logs'}; "
-                               "the step is not kept (were other workers running on the agents?)")
-        results.write_json(tmp / "console.json", console_data)
-        monitoring = self._collect_monitors(tmp, start_ms, warmup_end_ms, end_ms)
-        record = {
-            "scenario": step.scenario,
-            "target": run.target.name,
-            "payload_bytes": step.payload_bytes,
-            "payload_label": step.payload_label,
-            "users": step.users,
-            "processes": processes,
-            "threads": threads,
-            "agents": self.agents,
-            "iteration": step.iteration,
-            "plan": plan.name,
-            "duration_s": plan.duration_s,
-            "warmup_s": plan.warmup_s,
-            "keepalive": plan.keepalive,
-            "timeout_s": plan.timeout_s,
-            "start_ms": start_ms,
-            "first_report_ms": first_report_ms,
-            "warmup_end_ms": warmup_end_ms,
-            "end_ms": end_ms,
-            "versions": {**run.record.get("versions", {}), **environment.worker_versions(tmp / "logs")},
-            "hosts": run.record.get("hosts", {}),
-            "target_urls": {"esb": run.target.url, **run.target.backends},
-            "bottlenecks": monitoring.get("bottlenecks", []),
-            "monitors": monitoring.get("monitors", {}),
-            "console": console_data,
-        }
-        errors = statistics(console_data).get("Errors") or 0
-        problem = self._target_problem(step.scenario) if errors and run.verify else None
-        if problem:
-            aside = results.set_aside(tmp, {**record, "failed": problem})
-            raise EsbperfError(f"{errors} errors in step {step.relative_dir()}, and {problem}; the step is kept aside "
-                               f"in {aside.name}; once the target is back, `esbperf run --resume {run.dir}` repeats it")
-        return results.finish_step(tmp, record)
-
-    def _target_problem(self, scenario: str) -> str | None:
-        """After a step with errors: does the target still answer the step's scenario? Errors from
-        an overloaded but working target are results; from a dead back end or ESB they are not."""
-        outcomes = verify_target(self.run.testbed, self.run.target.name, [scenario], size=1024,
-                                 timeout=min(self.run.plan.timeout_s, PREFLIGHT_TIMEOUT_S))
-        failed = [o for o in outcomes if not o.ok]
-        if not failed:
-            return None
-        return f"target {self.run.target.name} no longer answers: {failed[0].url}: {failed[0].detail}"
-
-    def _first_report(self, deadline_ms: int, workers: set[str]) -> int:
-        while now_ms() < deadline_ms:
-            if self.client.data(latest=True)["status"].get("state") == "Recording":
-                return now_ms()
-            if not self._running(workers):
-                raise EsbperfError("the workers ended before reporting any test; see the worker logs in the step folder")
-            self.on_tick("starting workers", 0, {})
-            time.sleep(0.1)
-        raise EsbperfError("the workers reported nothing before the step's end")
-
-    def _collect_monitors(self, step_dir: Path, start_ms: int, warmup_end_ms: int, end_ms: int) -> dict:
-        if not self.roles:
-            return {}
-        from esbperf import monitor   # only when monitors run: it needs the monitor module built
-        return monitor.collect_step(self.run.testbed, step_dir, start_ms, warmup_end_ms, end_ms, roles=self.roles)
-
-
-def _record(plan: plans.Plan, target: topology.Target, testbed: topology.Testbed, agents: list[dict],
+def _record(plan: plans.Plan, targets: dict[str, topology.Target], testbed: topology.Testbed, agents: list[Agent],
             grinder_version: str) -> dict:
-    return {
+    record = {
+        "layout": LAYOUT,
         "plan": plan.to_dict(),
-        "target": {"name": target.name, "kind": target.kind, "esb": target.esb, "url": target.url,
-                   "backends": target.backends},
+        "targets": [{"name": t.name, "kind": t.kind, "esb": t.esb, "url": t.url, "backends": t.backends}
+                    for t in targets.values()],
         "testbed": {"name": testbed.name, "file": str(testbed.path), "emulated": testbed.emulated},
         "hosts": {role: {"address": h.address, "link_mbit": h.link_mbit, "cpus": list(h.cpus or [])}
                   for role, h in testbed.hosts.items()},
-        "agents": [a["name"] for a in agents],
+        "agents": [{"name": a.name, "host": a.host} for a in agents],
         "environment": environment.describe(),
-        "versions": {"grinder": grinder_version, "esb": target.esb},
+        "versions": {"grinder": grinder_version},
         "jvm_args": {"console": ConsoleConfig.load().jvm_args, "agent": AgentConfig.load().agent_jvm_args,
                      "worker": AgentConfig.load().worker_jvm_args},
+        "console_sample_interval_ms": ConsoleConfig.load().sample_interval_ms,
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "finished": None,
     }
+    if len(targets) == 1:   # what single-target readers look for
+        record["target"] = record["targets"][0]
+    return record
 
 
-def execute(run: Run, client: ControlClient, agents: list[dict], roles: list[str], console: Console) -> None:
-    steps = run.plan.steps()
-    todo = [s for s in steps if not results.is_finished(run.dir, s)]
+def _prepare(client: ControlClient) -> None:
+    """Before the first step (and after a step that went wrong): no worker of anyone else's may
+    run, and every agent has the scripts."""
     client.timeout = 30
-    # Workers left by an interrupted run (or anyone else) must be gone before the first step.
     client.settle()
     client.distribute()
+
+
+def execute(ctx: RunContext, client: ControlClient, console: Console) -> list[str]:
+    """Run every unfinished step; returns the reasons of the steps kept aside (the run went on)."""
+    steps = ctx.plan.steps(list(ctx.targets))
+    todo = [s for s in steps if not results.is_finished(ctx.dir, s)]
+    _prepare(client)
+    calibrating = time.monotonic()
+    if "calibration" not in ctx.record:
+        ctx.record["calibration"] = calibrate(ctx, client, console)
+        results.write_json(ctx.dir / results.RUN_FILE, ctx.record)
+    calibration_wall = time.monotonic() - calibrating
+    aside: list[str] = []
+    steps_wall = 0.0
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), TextColumn("{task.fields[live]}"), console=console) as progress:
         task = progress.add_task("steps", total=len(steps), completed=len(steps) - len(todo), live="")
-
         for step in todo:
-            label = f"{step.scenario} {step.payload_label} {step.users}u iter {step.iteration}"
+            label = step.describe()
 
             def tick(phase: str, left_s: float, latest: dict) -> None:
-                live = ""
+                live = phase
                 if latest:
-                    tps = latest.get("TPS") or 0
-                    live = f"{phase} {left_s:4.0f}s  TPS {tps:8.1f}  errors {latest.get('Errors', 0)}"
-                else:
-                    live = phase
+                    live = f"{phase} {left_s:4.0f}s  TPS {latest.get('TPS') or 0:8.1f}  errors {latest.get('Errors', 0)}"
                 progress.update(task, description=f"step {progress.tasks[0].completed + 1}/{len(steps)} {label}",
                                 live=live)
 
-            folder = StepRunner(run, client, len(agents), roles, tick).execute(step)
+            runner = StepRunner(ctx, client, tick)
+            try:
+                folder = runner.execute(step)
+            except StepAside as e:
+                client = runner.client   # a console that came back has a new client
+                if e.stop_run:
+                    raise EsbperfError(f"step {label}: {e}; `esbperf run --resume {ctx.dir}` continues the run "
+                                       "once that is fixed") from None
+                progress.console.print(f"[red]kept aside[/red] {label}: {e}")
+                aside.append(f"{label}: {e}")
+                _prepare(client)
+                progress.advance(task)
+                continue
             record = results.read_json(folder / results.STEP_FILE)
+            steps_wall += record["wall_s"]
+            estimate.remember_step(record)
             totals = statistics(record["console"])
             # The console's own TPS divides by its sample periods; the window is what was measured.
             window_s = (record["end_ms"] - record["warmup_end_ms"]) / 1000
@@ -279,85 +204,189 @@ def execute(run: Run, client: ControlClient, agents: list[dict], roles: list[str
                                    f"{totals.get('Errors', 0)} errors, TPS {totals.get('Tests', 0) / window_s:.1f}, "
                                    f"mean {totals.get('Mean Test Time (ms)') or 0:.1f} ms")
             progress.advance(task)
-    run.record["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    results.write_json(run.dir / results.RUN_FILE, run.record)
+    if not aside:
+        ctx.record["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        results.write_json(ctx.dir / results.RUN_FILE, ctx.record)
+        if steps_wall:
+            estimate.remember(run_overhead_s=time.monotonic() - ctx.began - steps_wall - calibration_wall)
+    return aside
 
 
-def start(plan: plans.Plan, target_name: str, testbed: topology.Testbed, out: Path, verify: bool = True,
-          console: Console | None = None) -> Path:
-    """Run `plan` against `target_name` into a new run folder under `out`; return that folder."""
+def calibrate(ctx: RunContext, client: ControlClient, console: Console) -> dict:
+    """Calibrate the client before the first step, at the plan's smallest and largest payload: what
+    it adds to every transaction inside and outside the clock (run.json `calibration`, by payload)."""
+    sizes = sorted({min(ctx.plan.payloads), max(ctx.plan.payloads)})   # estimate.calibrated_sizes
+    found = {}
+    for size in sizes:
+        began = time.monotonic()
+        summary = StepRunner(ctx, client, lambda *a: None).calibrate(size)
+        estimate.remember(calibration_s=time.monotonic() - began)
+        found[plans.size_label(size)] = summary
+        console.print(f"client calibration at {plans.size_label(size)}: timed floor {summary['floor_mean_us']:.0f} µs "
+                      f"(p99 {summary['floor_p99_us']:.0f}), {summary['outside_clock_us']:.1f} µs per transaction "
+                      f"outside the clock")
+    return found
+
+
+def _context(run_dir: Path, plan: plans.Plan, testbed: topology.Testbed, targets: dict[str, topology.Target],
+             agents: list[Agent], local: collect.LocalAgents, connect: Callable[[], ControlClient],
+             record: dict, verify: bool, roles: list[str], began: float) -> RunContext:
+    return RunContext(run_dir, plan, testbed, targets, agents, [local], connect, record, verify, roles, began,
+                      local.state_dirs)
+
+
+def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Testbed, out: Path,
+          verify: bool = True, console: Console | None = None,
+          local_state_dirs: Iterable[Path] = (), max_skew_ms: float = MAX_SKEW_MS,
+          token_file: Path | None = None) -> Path:
+    """Run `plan` against the target(s) into a new run folder under `out`; return that folder.
+
+    local_state_dirs: state folders of this machine's agents besides the default one (a launcher
+    that gave the client's services a state folder of their own). token_file: the console's token
+    (default: $ESBPERF_CONSOLE_TOKEN, or the token file of this state folder's console)."""
+    began = time.monotonic()
     console = console or Console()
-    target = testbed.target(target_name)
-    client = ControlClient(testbed.api_url)
-    agents = preflight(client, target, plan, testbed, verify, console.print)
+    names = [target_names] if isinstance(target_names, str) else list(target_names)
+    if not names:
+        raise EsbperfError("give at least one --target")
+    targets = _targets(testbed, names)
+    local = collect.LocalAgents([state_dir(), *local_state_dirs])
+    connect = lambda: control_client(testbed, token_file)   # noqa: E731 - re-read: a restarted console has a new token
+    client = connect()
+    agents = preflight(client, targets, plan, testbed, local, verify, console.print)
     roles = monitored_roles(testbed)
-    run_dir = results.new_run_dir(out.resolve(), f"{plan.name}-{target.name}-{time.strftime('%Y%m%d-%H%M%S')}")
-    run = Run(run_dir, plan, target, testbed, _record(plan, target, testbed, agents, client.version()), verify)
-    run.record["monitored_roles"] = roles
-    results.write_json(run_dir / results.RUN_FILE, run.record)
-    console.print(f"run {run_dir} — {len(plan.steps())} steps of {plan.step_seconds():g} s "
-                  f"against {target.name}; monitors: {', '.join(roles) or 'none'}")
-    _execute_interruptibly(run, client, agents, roles, console)
+    skews = clock_skews(testbed, roles, max_skew_ms)
+    run_dir = results.new_run_dir(out.resolve(), f"{plan.name}-{'+'.join(names)}-{time.strftime('%Y%m%d-%H%M%S')}")
+    record = _record(plan, targets, testbed, agents, client.version())
+    record["monitored_roles"] = roles
+    record["clock_skew"] = {"max_ms": max_skew_ms, "hosts": skews}
+    record["local_state_dirs"] = [str(d) for d in local.state_dirs]
+    if token_file:
+        record["console_token_file"] = str(token_file)   # where, for --resume; never the token
+    results.write_json(run_dir / results.RUN_FILE, record)
+    ctx = _context(run_dir, plan, testbed, targets, agents, local, connect, record, verify, roles, began)
+    console.print(f"run {run_dir} — {len(plan.steps(names))} steps of {plan.step_seconds():g} s against "
+                  f"{', '.join(names)}; agents: {', '.join(f'{a.name} ({a.host})' for a in agents)}; "
+                  f"monitors: {', '.join(roles) or 'none'}")
+    _execute_interruptibly(ctx, client, console)
     return run_dir
 
 
-def resume(run_dir: Path, verify: bool = True, console: Console | None = None) -> Path:
-    """Continue a run with its first unfinished step, using the plan and target it recorded."""
+def resume(run_dir: Path, verify: bool = True, console: Console | None = None,
+           max_skew_ms: float = MAX_SKEW_MS, token_file: Path | None = None) -> Path:
+    """Continue a run with its unfinished steps, using the plan and targets it recorded."""
+    began = time.monotonic()
     console = console or Console()
     run_dir = run_dir.resolve()
     record = results.read_json(run_dir / results.RUN_FILE)
+    if record.get("layout") != LAYOUT:
+        raise EsbperfError(f"{run_dir} was made by an earlier esbperf (its step folders have no target level); "
+                           "finish it with that version, or start a new run")
     plan = plans.Plan.from_dict(record["plan"], f"{run_dir / results.RUN_FILE} (plan)")
     testbed = topology.load(record["testbed"]["file"])
-    target = testbed.target(record["target"]["name"])
-    client = ControlClient(testbed.api_url)
-    agents = preflight(client, target, plan, testbed, verify, console.print)
+    targets = _targets(testbed, [t["name"] for t in record["targets"]])
+    local = collect.LocalAgents([state_dir(), *map(Path, record.get("local_state_dirs", []))])
+    if token_file is None and record.get("console_token_file"):
+        token_file = Path(record["console_token_file"])
+    connect = lambda: control_client(testbed, token_file)   # noqa: E731
+    client = connect()
+    agents = preflight(client, targets, plan, testbed, local, verify, console.print)
     roles = monitored_roles(testbed)
-    run = Run(run_dir, plan, target, testbed, record, verify)
-    done = sum(results.is_finished(run_dir, s) for s in plan.steps())
-    if done == len(plan.steps()):
+    record.setdefault("clock_skew_resumed", []).append({"max_ms": max_skew_ms,
+                                                        "hosts": clock_skews(testbed, roles, max_skew_ms)})
+    steps = plan.steps(list(targets))
+    done = sum(results.is_finished(run_dir, s) for s in steps)
+    if done == len(steps):
         console.print(f"{run_dir}: all {done} steps are already finished")
         return run_dir
-    console.print(f"resuming {run_dir}: {done} of {len(plan.steps())} steps already finished")
-    _execute_interruptibly(run, client, agents, roles, console)
+    record["agents"] = [{"name": a.name, "host": a.host} for a in agents]
+    ctx = _context(run_dir, plan, testbed, targets, agents, local, connect, record, verify, roles, began)
+    console.print(f"resuming {run_dir}: {done} of {len(steps)} steps already finished")
+    _execute_interruptibly(ctx, client, console)
     return run_dir
 
 
-def _execute_interruptibly(run: Run, client: ControlClient, agents: list[dict], roles: list[str],
-                           console: Console) -> None:
+def _execute_interruptibly(ctx: RunContext, client: ControlClient, console: Console) -> None:
     procs.raise_on_sigterm()
     try:
-        execute(run, client, agents, roles, console)
+        aside = execute(ctx, client, console)
     except KeyboardInterrupt:
         try:
-            client.stop_workers()
+            ctx.connect().stop_workers()
         except EsbperfError:
             pass
-        console.print(f"[yellow]interrupted[/yellow]: finished steps are kept in {run.dir}; "
-                      f"continue with `esbperf run --resume {run.dir}`")
+        console.print(f"[yellow]interrupted[/yellow]: finished steps are kept in {ctx.dir}; "
+                      f"continue with `esbperf run --resume {ctx.dir}`")
         raise
+    except OSError as e:
+        if e.errno == errno.ENOSPC:
+            raise EsbperfError(f"the results disk is full ({e.filename or ctx.dir}): every step finished before is "
+                               f"intact in {ctx.dir}; free some space and `esbperf run --resume {ctx.dir}`") from None
+        raise
+    if aside:
+        console.print(f"[yellow]{len(aside)} step(s) kept aside[/yellow] (their folders and reasons stay in "
+                      f"{ctx.dir}); `esbperf run --resume {ctx.dir}` repeats them")
+
+
+def plan_run(plan: plans.Plan, target_names: list[str], testbed: topology.Testbed, console: Console) -> estimate.Estimate:
+    """Print every step of the run and its estimated wall time; start nothing, contact nothing."""
+    targets = _targets(testbed, target_names)
+    steps = plan.steps(list(targets))
+    agents = [r for r in testbed.hosts if r in LOAD_ROLES or r.startswith("load")]
+    guess = estimate.estimate(plan, steps)
+    table = Table(title=f"{plan.name} against {', '.join(targets)}: {len(steps)} steps "
+                        f"({plan.model} model, {len(agents)} load host(s): {', '.join(agents)})")
+    for column in ("#", "target", "scenario", "payload", "users" if plan.model == "closed" else "rate/s (threads)",
+                   "iteration", "processes × threads per agent", "estimated"):
+        table.add_column(column)
+    for n, (step, seconds) in enumerate(guess.steps, 1):
+        processes, threads = plan.processes_threads(step.users, len(agents))
+        load = str(step.users) if step.rate is None else f"{plans.rate_label(step.rate)} ({step.users})"
+        table.add_row(str(n), step.target, step.scenario, step.payload_label, load, str(step.iteration),
+                      f"{processes} × {threads}", estimate.duration(seconds))
+    console.print(table)
+    basis = (f"medians of the last {guess.measured_steps} steps measured on this machine"
+             if guess.measured_steps else "defaults: no step measured on this machine yet")
+    console.print(f"estimated wall time: {estimate.duration(guess.total_s)} ({estimate.duration(guess.run_overhead_s)} "
+                  f"for the run's preflight, then per step the warm-up {plan.warmup_s:g} s or longer while workers "
+                  f"start, the measurement {plan.duration_s:g} s, and the step's tail; {basis}). "
+                  "Plan and testbed are valid; nothing was started")
+    return guess
 
 
 @click.command()
 @click.option("--plan", "plan_name", metavar="NAME|FILE", help="Plan (console-config/plans/<NAME>.yaml or a file).")
-@click.option("--target", "target_name", metavar="NAME", help="Target from the testbed file (e.g. camel, synapse, direct).")
+@click.option("--target", "target_names", metavar="NAME", multiple=True,
+              help="Target from the testbed file (e.g. camel, synapse, direct); repeat it to measure several "
+                   "targets step by step in one run (order rotated per iteration).")
 @click.option("--scenario", "only", multiple=True, help="Run only these scenarios (repeatable); default: the plan's.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results"), show_default=True,
               help="Folder that receives the run folder.")
 @click.option("--testbed", "testbed_name", metavar="NAME|FILE", help="Testbed description (default: local).")
 @click.option("--resume", "resume_dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Continue this run folder with its first unfinished step.")
+              help="Continue this run folder with its unfinished steps.")
 @click.option("--no-verify", is_flag=True,
               help="Skip checking each scenario once before measuring, and again after a step with errors.")
 @click.option("--report/--no-report", default=True, show_default=True,
-              help="Write the run's report (RUN/report) when the run is complete.")
-def run(plan_name, target_name, only, out, testbed_name, resume_dir, no_verify, report) -> None:
-    """Run a sweep plan against a target through the console; one results folder per step."""
+              help="Write the run's report (RUN/report) when the run ends.")
+@click.option("--dry-run", is_flag=True,
+              help="Print every step and the estimated wall time, check plan and testbed, start nothing.")
+@click.option("--max-skew-ms", default=MAX_SKEW_MS, show_default=True, type=click.FloatRange(min=0),
+              help="Refuse the run when a monitored host's clock is further off this machine's.")
+@click.option("--token-file", type=click.Path(dir_okay=False, path_type=Path),
+              help="The console's control-API token (default: $ESBPERF_CONSOLE_TOKEN, or the token file of "
+                   "the console started from this state folder).")
+def run(plan_name, target_names, only, out, testbed_name, resume_dir, no_verify, report, dry_run, max_skew_ms,
+        token_file) -> None:
+    """Run a sweep plan against one or more targets through the console; one results folder per step."""
     if resume_dir:
-        if plan_name or target_name or only:
-            raise EsbperfError("--resume continues a run with its own plan and target; do not give --plan/--target/--scenario")
-        folder = resume(resume_dir, verify=not no_verify)
+        if dry_run:
+            raise EsbperfError("--dry-run plans a new run; it does not take --resume")
+        if plan_name or target_names or only:
+            raise EsbperfError("--resume continues a run with its own plan and targets; do not give --plan/--target/--scenario")
+        folder = resume(resume_dir, verify=not no_verify, max_skew_ms=max_skew_ms, token_file=token_file)
     else:
-        if not plan_name or not target_name:
+        if not plan_name or not target_names:
             raise EsbperfError("give --plan and --target (or --resume DIR)")
         the_plan = plans.load(plan_name)
         if only:
@@ -366,7 +395,11 @@ def run(plan_name, target_name, only, out, testbed_name, resume_dir, no_verify, 
                 if s not in known:
                     raise EsbperfError(f"unknown scenario '{s}' (known: {', '.join(known)})")
             the_plan.scenarios = list(only)
-        folder = start(the_plan, target_name, topology.load(testbed_name), out, verify=not no_verify)
+        if dry_run:
+            plan_run(the_plan, list(target_names), topology.load(testbed_name), Console())
+            return
+        folder = start(the_plan, list(target_names), topology.load(testbed_name), out, verify=not no_verify,
+                       max_skew_ms=max_skew_ms, token_file=token_file)
     click.echo(f"results: {folder}")
     if report:
         from esbperf.analysis.report import write_report   # matplotlib only once there is data
@@ -374,5 +407,5 @@ def run(plan_name, target_name, only, out, testbed_name, resume_dir, no_verify, 
             click.echo(f"report: {write_report([folder]) / 'report.html'}")
         except Exception as e:   # noqa: BLE001 - whatever went wrong, the run itself is complete
             # The run's data is complete and safe; only its summary failed.
-            click.echo(f"esbperf: the run is complete, but its report failed: {e}; retry with `esbperf report {folder}`",
-                       err=True)
+            click.echo(f"esbperf: the run's data is safe, but its report failed: {e}; retry with "
+                       f"`esbperf report {folder}`", err=True)

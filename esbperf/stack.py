@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from esbperf import procs
-from esbperf.console import ControlClient
+from esbperf import console
 from esbperf.echo import MAIN_CLASS as ECHO_MAIN
 from esbperf.testbed import host_commands
 from esbperf.topology import Testbed
@@ -29,6 +29,22 @@ def _service_port(testbed: Testbed, role: str, kind: str, esb: str | None) -> tu
     }.get(kind, lambda: None)()
 
 
+def state_dir_of(workdir: Path, role: str) -> Path:
+    """The state folder (ESBPERF_STATE) of the services of `role` started by `start`."""
+    return workdir / role
+
+
+def state_dirs(workdir: Path) -> list[Path]:
+    """The state folders of every role's services started by `start` (where their logs, the
+    agent's working folder and the GC logs are)."""
+    return [state_dir_of(workdir, role) for role in ("client", "esb", "ws1", "ws2", "ws3")]
+
+
+def console_token_file(workdir: Path) -> Path:
+    """The token file of the console `start` starts (in the client's state folder)."""
+    return console.token_file(state_dir_of(workdir, "client") / "console")
+
+
 def start(testbed: Testbed, esb: str | None, workdir: Path, echo=print) -> procs.ProcessGroup:
     """Start everything; on any failure stop what was started and raise."""
     esb = esb or next(iter(testbed.hosts["esb"].esb_ports), None)   # as host_commands chooses
@@ -46,13 +62,13 @@ def start(testbed: Testbed, esb: str | None, workdir: Path, echo=print) -> procs
                         argv += ["--match", watch]
                 name = f"{kind} {role}"
                 process = group.add(procs.Process(name, argv, workdir / f"{role}-{kind}.log", cwd=workdir,
-                                                  env={"ESBPERF_STATE": str(workdir / role)}))
+                                                  env={"ESBPERF_STATE": str(state_dir_of(workdir, role))}))
                 process.start()
                 where = _service_port(testbed, role, kind, esb)
                 if where:
                     process.wait_until(lambda: procs.port_open(*where), START_TIMEOUT_S, f"answering at {where[0]}:{where[1]}")
                 else:   # the agent: ready when the console sees it
-                    client = ControlClient(testbed.api_url)
+                    client = console.control_client(testbed, console_token_file(workdir))
                     process.wait_until(lambda: bool(client.agents()), 60, "connecting to the console")
                 echo(f"started {name}" + (f" at {where[0]}:{where[1]}" if where else ""))
         return group

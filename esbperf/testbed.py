@@ -16,7 +16,7 @@ from typing import Any, Iterator
 
 import click
 
-from esbperf import testbed_check, testbed_netns, topology
+from esbperf import testbed_check, testbed_fault, testbed_netns, topology
 from esbperf.errors import EsbperfError
 from esbperf.topology import ROLES, Testbed
 
@@ -199,3 +199,42 @@ def commands_command(testbed_name: str, esb: str | None) -> None:
             click.echo(shlex.join(argv))
     click.echo("# then, on the client: the preflight, and the run")
     click.echo(shlex.join(["esbperf", "testbed", "check", "--testbed", testbed_name]))
+
+
+@testbed.command("fault")
+@_option(EMULATED)
+@click.option("--host", "role", help="The host whose link gets the fault (e.g. ws1).")
+@click.option("--loss", type=click.FloatRange(0, 100), help="Drop this percentage of packets, both directions.")
+@click.option("--delay-ms", type=click.FloatRange(min=0), help="Delay every packet (netem kernels only).")
+@click.option("--jitter-ms", type=click.FloatRange(min=0), help="Vary the delay by this much (netem kernels only).")
+@click.option("--partition", "partition_s", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
+              help="Cut the link for SECONDS, then heal it (Ctrl-C heals it at once).")
+@click.option("--clear", is_flag=True, help="Remove the fault of --host, or of every host.")
+def fault_command(testbed_name: str, role: str | None, loss: float | None, delay_ms: float | None,
+                  jitter_ms: float | None, partition_s: float | None, clear: bool) -> None:
+    """Emulate a network fault on an emulated host's link (loss, delay/jitter, a partition), remove it,
+    or (with no option) show the faults in place."""
+    tb = topology.load(testbed_name)
+    changes = [loss, delay_ms, jitter_ms, partition_s]
+    if clear:
+        if any(c is not None for c in changes):
+            raise EsbperfError("--clear takes no fault options")
+        for line in testbed_fault.clear(tb, role) or ["no fault to remove"]:
+            click.echo(f"testbed: {line}")
+    elif all(c is None for c in changes):
+        faults = testbed_fault.active(tb) if tb.emulated else {}
+        for r, f in faults.items():
+            click.echo(f"{r}: {f['description']}")
+        if not faults:
+            click.echo("no network fault on any link")
+    else:
+        if not role:
+            raise EsbperfError("give --host, the host whose link gets the fault")
+        if partition_s is not None:
+            if any(c is not None for c in (loss, delay_ms, jitter_ms)):
+                raise EsbperfError("--partition cuts the link; it takes no --loss/--delay-ms/--jitter-ms")
+            click.echo(f"testbed: {role}: partitioned for {partition_s:g} s …")
+            click.echo(f"testbed: {testbed_fault.partition(tb, role, partition_s)}")
+        else:
+            click.echo("testbed: " + testbed_fault.apply(tb, role, testbed_fault.Fault(loss or 0.0, delay_ms or 0.0,
+                                                                                     jitter_ms or 0.0)))

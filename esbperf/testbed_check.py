@@ -22,6 +22,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from esbperf.errors import EsbperfError
 from esbperf.topology import Host, Testbed
 
 SKEW_TRIES = 5
@@ -99,10 +100,23 @@ def _probe(probe: Probe, timeout: float) -> None:
             if backend != probe.role:
                 probe.warning = f"the echo there answers as {backend!r}, not {probe.role}"
         elif probe.service == "console API":
-            _, body = _http_get(probe.address, probe.port, "/version", timeout)
-            probe.detail += ", " + str(json.loads(body))
-    except (OSError, http.client.HTTPException, ValueError, AttributeError) as e:
+            probe.detail += ", " + _console_version(probe, timeout)
+    except (OSError, http.client.HTTPException, ValueError, AttributeError, EsbperfError) as e:
         probe.warning = f"accepts connections but does not answer HTTP as a {probe.service} ({e})"
+
+
+def _console_version(probe: Probe, timeout: float) -> str:
+    """The console's version through its control API, with the token when this machine has it."""
+    from esbperf.console import ControlClient, read_token
+
+    token = read_token()
+    host = f"[{probe.address}]" if ":" in probe.address else probe.address
+    try:
+        return str(ControlClient(f"http://{host}:{probe.port}", token, timeout).version())
+    except EsbperfError as e:
+        if "wants its token" in str(e):
+            return "answers; its token is not on this machine (give $ESBPERF_CONSOLE_TOKEN to the runner)"
+        raise
 
 
 def clock_skew(address: str, port: int, timeout: float) -> tuple[float, float] | None:

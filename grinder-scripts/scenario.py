@@ -2,25 +2,38 @@
 """The Grinder script of every esbperf step: one scenario of the ESB contract, as one Grinder
 test, against an ESB or the direct baseline. The runner sets the step through properties:
 
-  esbperf.scenario        proxy | cbr | hbr | json | xslt | raw | cbr-raw | hbr-raw
+  esbperf.scenario        proxy | cbr | hbr | json | xslt | raw | cbr-raw | hbr-raw, or
+                          calibrate: the raw request against a server inside this worker process
+                          that answers at once (what the client itself costs; esbperf/calibration.py)
   esbperf.target.kind     esb | direct
   esbperf.target.url      the ESB's http://host:port (kind esb)
   esbperf.backend.wsN     each echo service's http://host:port (kind direct)
   esbperf.payload.bytes   request size
   esbperf.keepalive       true: one connection per thread and server; false: one per request
   esbperf.timeout.ms      connect and read timeout
-  esbperf.users           concurrent users of the step over all agents; every agent runs the
-                          same processes x threads, and threads beyond the users stop at once
+  esbperf.users           closed model: concurrent users of the step over all agents; every agent
+                          runs the same processes x threads, and threads beyond the users stop
+  esbperf.rate            open model: starts per second for THIS worker process (absent or 0:
+                          the closed model); every thread of the process serves one schedule
+  esbperf.late.us         open model: a start later than due by more than this counts as late
+                          in the worker log's summary (default 1000)
 
-Only the HTTP exchange is timed; the answer is checked afterwards and a wrong answer (status,
-content or back end) marks the transaction failed, so it counts as an error, never as TPS.
+Per transaction, Java does the work (esbperf.client.User): the request's bytes are prepared once
+per process, the client times the exchange itself with System.nanoTime() (first byte written ->
+last byte read), and a fast check on the raw answer decides right answers; only an answer that
+fails it is judged by contract.py's check, which says why. A wrong answer (status, content or back
+end) marks the transaction failed, so it counts as an error, never as TPS.
+
+Data-log columns added to Grinder's own: HTTP status, Request bytes, Response bytes, Response us
+(the exchange in integer microseconds); in the open model also Latency us (last byte - due start:
+corrected for coordinated omission) and Start lag us (actual start - due start).
 """
 from java.lang import String
 from jarray import array
 from net.grinder.script import Test
 from net.grinder.script.Grinder import grinder
 
-from esbperf.client import HttpClient
+from esbperf.client import CannedServer, Expected, Requests, Schedule, User
 import contract
 
 properties = grinder.properties
@@ -30,35 +43,76 @@ PAYLOAD_BYTES = properties.getInt("esbperf.payload.bytes", 1024)
 KEEPALIVE = properties.getBoolean("esbperf.keepalive", True)
 TIMEOUT_MS = properties.getInt("esbperf.timeout.ms", 120000)
 USERS = properties.getInt("esbperf.users", 0)   # 0: every thread is a user
+RATE_TEXT = properties.getProperty("esbperf.rate", "0") or "0"
+LATE_US = properties.getLong("esbperf.late.us", 1000)
 PROCESSES = properties.getInt("grinder.processes", 1)
 THREADS = properties.getInt("grinder.threads", 1)
 ERRORS_LOGGED = 10   # per worker thread: enough to see why, not enough to flood the log
+CALIBRATE = SCENARIO == "calibrate"
+CALIBRATION_TEST = 99
 
-if TARGET_KIND == "esb":
-    URLS = dict((b, properties.getProperty("esbperf.target.url")) for b in contract.BACKENDS)
+
+try:
+    RATE = float(RATE_TEXT)
+except ValueError:
+    RATE = -1
+if not 0 <= RATE < float("inf"):
+    raise RuntimeError("esbperf.rate must be starts per second (0: closed model), not %r" % RATE_TEXT)
+
+
+def utf8(text):
+    return String(text).getBytes("UTF-8")
+
+
+if CALIBRATE:
+    # The raw echo's request, answered by a server in this process with exactly what the echo
+    # would send: the normal client path (send, read, fast check, columns) with no back end.
+    REQUESTS = contract.requests_for("raw", "direct", PAYLOAD_BYTES)
+    SERVER = CannedServer.start(CannedServer.answer(
+        array(["Content-Type", contract.SOAP_CONTENT_TYPE, "X-Echo-Backend", "ws1"], String),
+        utf8(REQUESTS[0].body)))
+    URLS = dict((b, SERVER.url) for b in contract.BACKENDS)
+    TEST = Test(CALIBRATION_TEST, "calibrate (the client against an instant server in its own process)")
 else:
-    URLS = dict((b, properties.getProperty("esbperf.backend." + b)) for b in contract.BACKENDS)
+    REQUESTS = contract.requests_for(SCENARIO, TARGET_KIND, PAYLOAD_BYTES)
+    if TARGET_KIND == "esb":
+        URLS = dict((b, properties.getProperty("esbperf.target.url")) for b in contract.BACKENDS)
+    else:
+        URLS = dict((b, properties.getProperty("esbperf.backend." + b)) for b in contract.BACKENDS)
+    TEST = Test(contract.test_number(SCENARIO), "%s (%s)" % (SCENARIO, contract.description(SCENARIO)))
+
+
+def fast_check(expected):
+    if expected is None:
+        return None
+    return Expected(expected.backend, expected.body is not None and utf8(expected.body) or None,
+                    expected.contains is not None and utf8(expected.contains) or None)
+
 
 # Built once per worker process, shared read-only by its threads.
-REQUESTS = contract.requests_for(SCENARIO, TARGET_KIND, PAYLOAD_BYTES)
-BODIES = [String(r.body).getBytes("UTF-8") for r in REQUESTS]
-HEADERS = [array(r.headers, String) for r in REQUESTS]
+PREPARED = Requests(KEEPALIVE)
+for r in REQUESTS:
+    if not URLS[r.backend]:
+        raise RuntimeError("esbperf.target.url / esbperf.backend.%s not set for %s" % (r.backend, TARGET_KIND))
+    PREPARED.add(URLS[r.backend], r.path, r.content_type, array(r.headers, String), utf8(r.body),
+                 fast_check(r.expected))
+SCHEDULE = Schedule(RATE, LATE_US) if RATE > 0 else None
 
 grinder.statistics.registerDataLogExpression("HTTP status", "userLong0")
 grinder.statistics.registerDataLogExpression("Request bytes", "userLong1")
 grinder.statistics.registerDataLogExpression("Response bytes", "userLong2")
+grinder.statistics.registerDataLogExpression("Response us", "userLong3")
+if SCHEDULE is not None:
+    grinder.statistics.registerDataLogExpression("Latency us", "userLong4")
+    # Start lag = Latency - Response (due start -> actual start), exact by construction.
+    grinder.statistics.registerDataLogExpression("Start lag us", "(- userLong4 userLong3)")
 
-TEST = Test(contract.test_number(SCENARIO), "%s (%s)" % (SCENARIO, contract.description(SCENARIO)))
 
+def timed_exchange(user):
+    """The Grinder test: the HTTP exchange and nothing else (User.exchange never raises)."""
+    user.exchange()
 
-def exchange(client, i):
-    """The timed part: send request i and read the whole answer (None if the exchange failed)."""
-    try:
-        return client.post(REQUESTS[i].path, REQUESTS[i].content_type, HEADERS[i], BODIES[i])
-    except Exception, e:   # IOException: refused, reset, timeout, malformed answer
-        return e
-
-TEST.record(exchange)
+TEST.record(timed_exchange)
 
 
 def user_index():
@@ -70,34 +124,41 @@ def user_index():
 class TestRunner:
     def __init__(self):
         grinder.statistics.delayReports = 1   # so the check can still fail the transaction
-        self.active = USERS <= 0 or user_index() < USERS
-        self.clients = {}
-        for url in set(URLS.values()):
-            if not url:
-                raise RuntimeError("esbperf.target.url / esbperf.backend.* not set for %s" % TARGET_KIND)
-            self.clients[url] = HttpClient(url, TIMEOUT_MS, KEEPALIVE)
+        # Closed model: `users` users over all threads; open model: every thread serves the schedule.
+        self.active = SCHEDULE is not None or USERS <= 0 or user_index() < USERS
+        self.user = User(PREPARED, TIMEOUT_MS, SCHEDULE, grinder.statistics)
         self.errors = 0
+        self.slow_rights = 0   # right answers that missed their fast check: each costs Jython
 
     def __call__(self):
         if not self.active:
             grinder.stopThisWorkerThread()
-        i = grinder.runNumber % len(REQUESTS)
-        request = REQUESTS[i]
-        answer = exchange(self.clients[URLS[request.backend]], i)
-        statistics = grinder.statistics.forLastTest
-        statistics.setLong("userLong1", len(BODIES[i]))
-        if isinstance(answer, Exception):
-            problem = "no answer: %s" % answer
+        user = self.user
+        user.awaitTurn()
+        timed_exchange(user)
+        outcome = user.finish()
+        if outcome != User.RIGHT:
+            self.judge(outcome)
+
+    def judge(self, outcome):
+        """The slow path: an answer the fast check did not accept, or no answer at all."""
+        request = REQUESTS[self.user.index]
+        if outcome == User.NO_ANSWER:
+            problem = "no answer: %s" % self.user.failure
         else:
-            statistics.setLong("userLong0", answer.status)
-            statistics.setLong("userLong2", answer.length)
-            problem = request.check(answer)
+            problem = request.check(self.user.answer)
+            if problem:
+                grinder.statistics.forLastTest.success = False
+            elif request.expected is not None:
+                self.slow_rights += 1
         if problem:
-            statistics.success = False
             self.errors += 1
             if self.errors <= ERRORS_LOGGED:
                 grinder.logger.warn("%s %s: %s" % (SCENARIO, request.path, problem))
 
     def __del__(self):
-        for client in self.clients.values():
-            client.close()
+        if self.slow_rights:
+            grinder.logger.warn("%d right answers missed their fast check (contract.Expected) and were judged "
+                                "in Jython" % self.slow_rights)
+        if self.user.close():
+            grinder.logger.info(SCHEDULE.summary())

@@ -3,6 +3,8 @@ file pointing at them on this project's test ports (16xxx)."""
 from __future__ import annotations
 
 import os
+import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -32,6 +34,23 @@ def write_testbed(path: Path, echo_ports: dict[str, int], console_port: int = CO
     }
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
+
+
+def relative_logs(into: Path) -> str:
+    """A relative grinder.logDirectory of its own (the control API takes no absolute one): each
+    agent writes under its own working folder; `gather_logs` then moves the logs `into` a folder."""
+    return f"tests/{into.name}-{time.time_ns()}"
+
+
+def gather_logs(relative: str, into: Path, agents_root: Path | None = None) -> list[Path]:
+    """Move every agent's logs of `relative` into `into`, as the runner does after a step."""
+    into.mkdir(parents=True, exist_ok=True)
+    root = agents_root or Path(os.environ["ESBPERF_STATE"]) / "agents"
+    moved = []
+    for source in root.glob(f"*/{relative}"):
+        for f in source.iterdir():
+            moved.append(Path(shutil.move(str(f), into / f.name)))
+    return moved
 
 
 @pytest.fixture(scope="session")
@@ -73,7 +92,7 @@ def grinder(state_dir, testbed_file):
     try:
         for a in agents:
             a.start()
-        client = console.ControlClient(testbed.api_url, timeout=30)
+        client = console.control_client(testbed, console.token_file(state_dir / "console"), timeout=30)
         client.wait_for_agents(2, 60)
         client.distribute()
         yield client
@@ -85,7 +104,8 @@ def grinder(state_dir, testbed_file):
 
 @pytest.fixture
 def lone_console(state_dir, tmp_path):
-    """A console with no agent, on its own ports: yields (testbed, process)."""
+    """A console with no agent, on its own ports: yields (testbed, process); its token is in
+    console.token_file(tmp_path / "console")."""
     from esbperf import console, topology
 
     testbed = topology.load(write_testbed(tmp_path / "lone.yaml", ECHO_PORTS, console_port=16472, api_port=16473))

@@ -48,18 +48,25 @@ def test_demo_path_on_an_emulated_testbed(tmp_path, monkeypatch):
     report = run_demo(testbed_file, "camel", tmp_path / "results", Console(), plan_names=(plan_file,))
 
     assert (report / "report.html").is_file() and (report / "summary.csv").is_file()
-    runs = sorted(p for p in report.parent.iterdir() if (p / "run.json").is_file())
-    assert [json.loads((r / "run.json").read_text())["target"]["name"] for r in runs] == ["camel", "direct"]
-    for run in runs:
-        for step in run.glob("proxy/*/4/iter-1"):
-            meta = json.loads((step / "step.json").read_text())
-            totals = dict(zip(meta["console"]["columns"], meta["console"]["totals"]))
-            assert totals["Tests"] > 0 and totals["Errors"] == 0, (step, totals)
-            assert meta["hosts"]["esb"]["address"] == "198.18.220.20"
-            for role in ("client", "esb", "ws1", "ws2", "ws3"):
-                samples = (step / f"monitor-{role}.csv").read_text().splitlines()
-                assert samples[0] == "time_ms,phase,metric,subject,value" and len(samples) > 20, role
-                assert any(",measure,net.rx_bytes,eth0," in line for line in samples), role
+    [run] = [p for p in report.parent.iterdir() if (p / "run.json").is_file()]
+    skews = json.loads((run / "run.json").read_text())["clock_skew"]["hosts"]
+    assert sorted(skews) == ["client", "esb", "ws1", "ws2", "ws3"]
+    assert all(abs(s["skew_ms"]) <= s["error_ms"] + 5 for s in skews.values()), skews   # one machine, one clock
+    # The ESB and its baseline interleaved, step by step, in one run.
+    assert [t["name"] for t in json.loads((run / "run.json").read_text())["targets"]] == ["camel", "direct"]
+    steps = sorted(run.glob("*/proxy/*/4/iter-1"))
+    assert [s.relative_to(run).parts[0] for s in steps] == ["camel", "camel", "direct", "direct"]
+    for step in steps:
+        meta = json.loads((step / "step.json").read_text())
+        totals = dict(zip(meta["console"]["columns"], meta["console"]["totals"]))
+        assert totals["Tests"] > 0 and totals["Errors"] == 0, (step, totals)
+        assert meta["hosts"]["esb"]["address"] == "198.18.220.20"
+        for role in ("client", "esb", "ws1", "ws2", "ws3"):
+            samples = (step / f"monitor-{role}.csv").read_text().splitlines()
+            assert samples[0] == "time_ms,phase,metric,subject,value" and len(samples) > 20, role
+            assert any(",measure,net.rx_bytes,eth0," in line for line in samples), role
+        gc_roles = {"ws1", "ws2", "ws3"} | ({"esb"} if step.relative_to(run).parts[0] == "camel" else set())
+        assert set(meta["gc_logs"]) == gc_roles and all((step / f"gc-{r}.log").is_file() for r in gc_roles)
 
     # Torn down: nothing of the test's testbed is left, and no process runs in its namespaces.
     assert testbeds.status(topology.load(testbed_file))["state"] == "down"

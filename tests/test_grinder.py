@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ECHO_PORTS, HOST, IMPOSTOR_PORT, write_testbed
+from conftest import ECHO_PORTS, HOST, IMPOSTOR_PORT, gather_logs, relative_logs, write_testbed
 from esbperf import agent, console, procs, topology
 from esbperf.console import ControlClient, statistics
 from esbperf.errors import EsbperfError
@@ -32,14 +32,18 @@ def direct_properties(ws1_port: int = ECHO_PORTS["ws1"], **overrides) -> dict:
     return properties
 
 
-def run_workers(client: ControlClient, properties: dict, log_dir: Path, expected_workers: int = 2) -> tuple[dict, set]:
-    """Start workers on every agent, wait for them to end, return the console's totals."""
+def run_workers(client: ControlClient, properties: dict, log_dir: Path, expected_workers: int = 2,
+                agents_root: Path | None = None) -> tuple[dict, set]:
+    """Start workers on every agent, wait for them to end, bring their logs into log_dir, return the
+    console's totals."""
     client.recording("stop")
     client.recording("reset")
     client.recording("start")
-    workers = client.start_workers_and_wait({**properties, "grinder.logDirectory": str(log_dir)}, expected_workers)
+    relative = relative_logs(log_dir)
+    workers = client.start_workers_and_wait({**properties, "grinder.logDirectory": relative}, expected_workers)
     assert client.wait_workers_finished(workers, 60)
     time.sleep(1.5)   # the workers' last reports reach the console's next sample
+    gather_logs(relative, log_dir, agents_root)
     return statistics(client.data()), workers
 
 
@@ -54,7 +58,7 @@ def test_two_agents_run_workers_against_a_valid_target(grinder, echoes, tmp_path
     rows = sum(len(Path(p).read_text().splitlines()) - 1 for p in glob.glob(str(tmp_path / "*-data.log")))
     assert rows == totals["Tests"], "the console counts exactly the transactions in the data logs"
     header = (tmp_path / data_logs[0]).read_text().splitlines()[0]
-    assert header.endswith("Errors, HTTP status, Request bytes, Response bytes")
+    assert header.endswith("Errors, HTTP status, Request bytes, Response bytes, Response us")
 
 
 def test_a_wrong_answer_is_an_error_not_a_transaction(grinder, echoes, tmp_path):
@@ -68,7 +72,7 @@ def test_a_wrong_answer_is_an_error_not_a_transaction(grinder, echoes, tmp_path)
 def test_stop_workers_ends_a_duration_bound_run_early(grinder, echoes, tmp_path):
     grinder.recording("reset")
     workers = grinder.start_workers_and_wait(
-        {**direct_properties(**{"grinder.duration": 120000}), "grinder.logDirectory": str(tmp_path)}, 2)
+        {**direct_properties(**{"grinder.duration": 120000}), "grinder.logDirectory": relative_logs(tmp_path)}, 2)
     time.sleep(2)
     stopped_at = time.monotonic()
     grinder.stop_workers()
@@ -76,8 +80,14 @@ def test_stop_workers_ends_a_duration_bound_run_early(grinder, echoes, tmp_path)
     assert time.monotonic() - stopped_at < 15, "stop-workers must end a 120 s run within seconds"
 
 
-def call(url: str, method: str = "GET", body: bytes | None = None) -> tuple[int, dict]:
-    request = urllib.request.Request(url, data=body, method=method)
+def call(url: str, method: str = "GET", body: bytes | None = None, token: str | None = None,
+         headers: dict | None = None) -> tuple[int, dict]:
+    """One request to the control API, as the runner sends it unless `headers` say otherwise."""
+    sent = {"Content-Type": "application/json"}
+    if token:
+        sent["Authorization"] = f"Bearer {token}"
+    sent.update(headers or {})
+    request = urllib.request.Request(url, data=body, method=method, headers={k: v for k, v in sent.items() if v})
     try:
         with urllib.request.urlopen(request, timeout=10) as r:
             return r.status, json.loads(r.read())
@@ -85,25 +95,58 @@ def call(url: str, method: str = "GET", body: bytes | None = None) -> tuple[int,
         return e.code, json.loads(e.read())
 
 
-def test_api_errors_are_json_messages_not_stack_traces(lone_console):
+def test_api_errors_are_json_messages_not_stack_traces(lone_console, tmp_path):
     testbed, _ = lone_console
-    base = testbed.api_url
-    status, body = call(base + "/agents/start-workers", "POST", b'{"grinder.threads": ')
+    base, token = testbed.api_url, console.read_token(console.token_file(tmp_path / "console"))
+    status, body = call(base + "/agents/start-workers", "POST", b'{"grinder.threads": ', token)
     assert status == 400 and body["error"].startswith("request body is not valid JSON")
-    status, body = call(base + "/agents/start-workers", "POST", b'[1, 2]')
+    status, body = call(base + "/agents/start-workers", "POST", b'[1, 2]', token)
     assert status == 400 and "JSON object of grinder properties" in body["error"]
-    status, body = call(base + "/agents/start-workers", "POST", b'{"grinder.threads": {"a": 1}}')
+    status, body = call(base + "/agents/start-workers", "POST", b'{"grinder.threads": {"a": 1}}', token)
     assert status == 400 and "grinder.threads" in body["error"]
-    status, body = call(base + "/no/such/thing")
+    status, body = call(base + "/no/such/thing", token=token)
     assert status == 404 and body["error"] == "no such resource: /no/such/thing"
-    status, body = call(base + "/agents/start-workers")
+    status, body = call(base + "/agents/start-workers", token=token)
     assert status == 405
-    status, body = call(base + "/agents/start-workers", "POST", b'{"grinder.threads": 1}')
+    status, body = call(base + "/agents/start-workers", "POST", b'{"grinder.threads": 1}', token)
     assert status == 409 and "no agent is connected" in body["error"] and "esbperf agent" in body["error"]
     for text in (json.dumps(body),):
         assert "Exception" not in text and "\tat " not in text
-    status, body = call(base + "/version")
+    status, body = call(base + "/version", token=token)
     assert status == 200 and body == "The Grinder 3.11"
+
+
+def test_only_the_holder_of_the_token_drives_the_api_and_only_with_allowed_properties(grinder, state_dir, tmp_path):
+    """What made the API remote code execution on a lab LAN is refused: worker properties that choose
+    the program agents run, no or a wrong token, a cross-site text/plain POST, a rebound Host name."""
+    base, token = grinder.url, grinder.token
+    token_path = console.token_file(state_dir / "console")
+    assert token_path.stat().st_mode & 0o777 == 0o600 and token_path.read_text().strip() == token
+    marker = tmp_path / "owned"
+    start = direct_properties(**{"grinder.logDirectory": "tests/refused"})
+    refusals = [
+        ({**start, "grinder.jvm.arguments": f"-XX:OnError=touch {marker}"}, {}, 400, "grinder.jvm.arguments"),
+        ({**start, "grinder.jvm": "/bin/sh"}, {}, 400, "worker property grinder.jvm is not allowed"),
+        ({**start, "grinder.logDirectory": str(tmp_path)}, {}, 400, "grinder.logDirectory must be a relative path"),
+        ({**start, "grinder.script": "../../scenario.py"}, {}, 400, "grinder.script must be a relative path"),
+        (start, {"Authorization": None}, 401, "a valid token is needed"),
+        (start, {"Authorization": "Bearer not-the-token-not-the-token"}, 401, "a valid token is needed"),
+        (start, {"Content-Type": "text/plain"}, 415, "must be application/json"),
+        (start, {"Host": f"console.attacker.example:{grinder.url.rsplit(':', 1)[1]}"}, 403, "does not name"),
+    ]
+    before = grinder.worker_ids()
+    for properties, headers, status, needle in refusals:
+        got, body = call(base + "/agents/start-workers", "POST", json.dumps(properties).encode(), token, headers)
+        assert (got, needle in body.get("error", "")) == (status, True), (headers, properties, got, body)
+        assert "\n" not in body["error"]
+    assert call(base + "/agents/status", headers={"Authorization": None})[0] == 401, "reading needs the token too"
+    time.sleep(4)
+    assert not grinder.worker_ids() - before, "no worker started"
+    assert not marker.exists()
+    assert not list(state_dir.glob("agents/*/tests/refused")), "no worker wrote a log"
+    # The runner's own properties pass (every runner and grinder test relies on it too).
+    totals, _ = run_workers(grinder, direct_properties(), tmp_path / "logs")
+    assert totals["Tests"] > 0
 
 
 def listening_addresses(port: int) -> set[str]:
@@ -137,11 +180,12 @@ def test_agents_reconnect_when_the_console_restarts(state_dir, echoes, tmp_path)
     [the_agent] = agent.agent_processes(HOST, 16672, 1, host_id="phoenix", workdir=tmp_path / "agents")
     the_agent.start()
     try:
-        client = ControlClient(testbed.api_url)
+        client = console.control_client(testbed, console.token_file(tmp_path / "c1"))
         assert client.wait_for_agents(1, 30)[0]["name"] == "phoenix"
         first.stop()
         second = console.start_console(testbed, workdir=tmp_path / "c2")
         try:
+            client = console.control_client(testbed, console.token_file(tmp_path / "c2"))   # a new token
             assert client.wait_for_agents(1, 30)[0]["name"] == "phoenix"
             assert the_agent.alive()
         finally:
@@ -168,10 +212,11 @@ def test_console_agent_and_workers_start_on_a_newer_jdk(state_dir, echoes, tmp_p
     [the_agent] = agent.agent_processes(HOST, 16572, 1, host_id="newjdk", workdir=tmp_path / "agents")
     the_agent.start()
     try:
-        client = ControlClient(testbed.api_url, timeout=30)
+        client = console.control_client(testbed, console.token_file(tmp_path / "console"), timeout=30)
         client.wait_for_agents(1, 30)
         client.distribute()
-        totals, _ = run_workers(client, direct_properties(), tmp_path / "logs", expected_workers=1)
+        totals, _ = run_workers(client, direct_properties(), tmp_path / "logs", expected_workers=1,
+                                agents_root=tmp_path / "agents")
         assert totals["Tests"] > 0 and totals["Errors"] == 0
         worker_log = next(p for p in glob.glob(str(tmp_path / "logs" / "*.log")) if not p.endswith("-data.log"))
         version = Path(newer_jdk()).resolve().parent.parent.name

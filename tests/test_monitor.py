@@ -1,5 +1,6 @@
-"""The sigar monitor (agents/monitor) and its collection into step folders (esbperf/monitor.py),
-end to end: real JVMs, real sigar, real load. Ports 17100-17199 are this file's."""
+"""The host monitor (agents/monitor) and its collection into step folders (esbperf/monitor.py),
+end to end: real JVMs, real sigar and OSHI, real load, real spools. Ports 17100-17199 are this
+file's."""
 from __future__ import annotations
 
 import csv
@@ -114,7 +115,7 @@ def test_collect_step_writes_every_role_with_the_phases_marked(five, tmp_path):
     for role in topology.ROLES:
         rows = read_step_csv(step / f"monitor-{role}.csv")
         summary = result["monitors"][role]
-        assert summary["error"] is None and summary["gaps_ms"] == 0, summary
+        assert summary["error"] is None and summary["gaps_ms"] == 0 and summary["sampler"] == "sigar", summary
         assert summary["rows"] == len(rows)
         ticks = sorted({int(r["time_ms"]) for r in rows if r["metric"] == "cpu.total"})
         # Once a second from the window's first second to its last.
@@ -136,11 +137,9 @@ def test_collect_step_writes_every_role_with_the_phases_marked(five, tmp_path):
         assert 0 < used < total
 
 
-def test_loopback_transfer_raises_lo_counters_by_at_least_the_bytes_sent(five, tmp_path):
-    size = 64 * 1024 * 1024
-    start = now_ms()
-    time.sleep(1.2)   # a sample before the transfer ...
-    with socket.create_server(("127.0.0.1", 17130)) as server:
+def send_over_loopback(port: int, size: int) -> None:
+    """`size` bytes through a TCP connection on 127.0.0.1."""
+    with socket.create_server(("127.0.0.1", port)) as server:
         def sink():
             connection, _ = server.accept()
             with connection:
@@ -148,16 +147,14 @@ def test_loopback_transfer_raises_lo_counters_by_at_least_the_bytes_sent(five, t
                     pass
         receiver = threading.Thread(target=sink)
         receiver.start()
-        with socket.create_connection(("127.0.0.1", 17130)) as sender:
+        with socket.create_connection(("127.0.0.1", port)) as sender:
             chunk = b"x" * (1 << 20)
             for _ in range(size // len(chunk)):
                 sender.sendall(chunk)
         receiver.join(10)
-    time.sleep(1.2)   # ... and one after it
-    end = now_ms()
-    result = monitor.collect_step(five, tmp_path, start, start, end, roles=["esb"])
-    assert result["monitors"]["esb"]["error"] is None
-    rows = read_step_csv(tmp_path / "monitor-esb.csv")
+
+
+def assert_lo_counters_grew_by(rows: list[dict], size: int) -> None:
     for metric in ("net.rx_bytes", "net.tx_bytes"):
         counter = values(rows, metric, "lo")
         assert counter[-1] - counter[0] >= size, (metric, counter)
@@ -165,18 +162,34 @@ def test_loopback_transfer_raises_lo_counters_by_at_least_the_bytes_sent(five, t
     assert packets[-1] - packets[0] >= size / 65536   # at most 64 KiB per loopback packet
 
 
-def test_busy_loop_raises_total_cpu_and_the_watched_processes_cpu(tmp_path):
+def test_loopback_transfer_raises_lo_counters_by_at_least_the_bytes_sent(five, tmp_path):
+    size = 64 * 1024 * 1024
+    start = now_ms()
+    time.sleep(1.2)   # a sample before the transfer ...
+    send_over_loopback(17130, size)
+    time.sleep(1.2)   # ... and one after it
+    end = now_ms()
+    result = monitor.collect_step(five, tmp_path, start, start, end, roles=["esb"])
+    assert result["monitors"]["esb"]["error"] is None
+    assert_lo_counters_grew_by(read_step_csv(tmp_path / "monitor-esb.csv"), size)
+
+
+def test_busy_loop_raises_total_cpu_and_the_watched_processes_cpu_through_sigar_and_oshi(tmp_path):
+    """The same load watched by a sigar monitor and by one forced onto OSHI: both see it, with
+    the same metrics and subjects."""
     marker = f"esbperf-test-busy-{os.getpid()}"
     busy_loop = [sys.executable, "-c", "while True: pass", marker]
     idle = subprocess.Popen(["sleep", "120"])
     busy = [subprocess.Popen(busy_loop) for _ in range(os.cpu_count())]   # every core
-    testbed = make_testbed(tmp_path / "testbed.yaml", {"esb": 17107})
-    mon = None
+    ports = {"sigar": 17107, "oshi": 17108}
+    testbeds = {sampler: make_testbed(tmp_path / f"{sampler}.yaml", {"esb": port}) for sampler, port in ports.items()}
+    monitors = []
     try:
         start = now_ms()
         watched_pid = busy[0].pid
-        mon = monitor.start_monitor("esb", "127.0.0.1", 17107, pids=[watched_pid, idle.pid],
-                                    matches=[marker], workdir=tmp_path / "mon")
+        for sampler, port in ports.items():
+            monitors.append(monitor.start_monitor("esb", "127.0.0.1", port, pids=[watched_pid, idle.pid],
+                                                  matches=[marker], workdir=tmp_path / sampler, sampler=sampler))
         used_before, watch_start = cpu_seconds(watched_pid), time.monotonic()
         time.sleep(6.5)
         own_percent = 100 * (cpu_seconds(watched_pid) - used_before) / (time.monotonic() - watch_start)
@@ -186,37 +199,53 @@ def test_busy_loop_raises_total_cpu_and_the_watched_processes_cpu(tmp_path):
             p.wait()
         restarted = now_ms()
         busy = [subprocess.Popen(busy_loop)]
+        size = 64 * 1024 * 1024
+        send_over_loopback(17131, size)
         time.sleep(5.5)
         end = now_ms()
-        rows = pull(17107, start, end)
+        rows = {sampler: pull(port, start, end) for sampler, port in ports.items()}
+        statuses = {sampler: monitor.status("127.0.0.1", port) for sampler, port in ports.items()}
+        results = {sampler: monitor.collect_step(testbed, tmp_path / f"step-{sampler}", start, start + 2000, restarted)
+                   for sampler, testbed in testbeds.items()}
+    finally:
+        stop(*monitors, idle, *busy)
 
-        before_restart = [float(r["value"]) for r in rows if r["metric"] == "cpu.total"
+    assert monitor.sampler_notice(monitors[1]) == "monitor: sampling through OSHI (--sampler oshi)"
+    assert monitor.sampler_notice(monitors[0]) is None
+    assert {r["metric"] for r in rows["sigar"]} >= {"cpu.core", "mem.used", "net.tx_packets", "proc.cpu", "proc.rss"}
+    keys = {sampler: {(r["metric"], r["subject"]) for r in found} for sampler, found in rows.items()}
+    assert keys["oshi"] == keys["sigar"], keys["oshi"] ^ keys["sigar"]
+    for sampler, found in rows.items():
+        assert statuses[sampler]["sampler"] == sampler and results[sampler]["monitors"]["esb"]["sampler"] == sampler
+        before_restart = [float(r["value"]) for r in found if r["metric"] == "cpu.total"
                           and start + 2000 <= int(r["time_ms"]) < restarted]
-        assert sorted(before_restart)[len(before_restart) // 2] >= 80, before_restart
+        assert sorted(before_restart)[len(before_restart) // 2] >= 80, (sampler, before_restart)
+        for r in found:
+            if r["metric"].startswith("cpu."):
+                assert 0 <= float(r["value"]) <= 100, (sampler, r)
+        assert 0 < values(found, "mem.used")[0] < values(found, "mem.total")[0]
 
         # Percent of one core. The cores are shared with whatever else runs here (a busy loop
         # got under 10 % under load), so the floor only tells busy from asleep ...
-        by_pid = values(rows, "proc.cpu", str(watched_pid))
-        assert by_pid and all(3 <= v <= 105 for v in by_pid), by_pid
+        by_pid = values(found, "proc.cpu", str(watched_pid))
+        assert by_pid and all(3 <= v <= 105 for v in by_pid), (sampler, by_pid)
         # ... and the kernel's own count over (almost) the same time pins value and unit.
         mean = sum(by_pid) / len(by_pid)
-        assert 0.6 * own_percent <= mean <= 1.4 * own_percent + 5, (by_pid, own_percent)
-        assert max(values(rows, "proc.cpu", str(idle.pid))) <= 1
-        assert values(rows, "proc.rss", str(idle.pid))[0] > 0
-        matched = [float(r["value"]) for r in rows if r["metric"] == "proc.cpu" and r["subject"] == marker
+        assert 0.6 * own_percent <= mean <= 1.4 * own_percent + 5, (sampler, by_pid, own_percent)
+        assert max(values(found, "proc.cpu", str(idle.pid))) <= 1
+        assert values(found, "proc.rss", str(idle.pid))[0] > 0
+        matched = [float(r["value"]) for r in found if r["metric"] == "proc.cpu" and r["subject"] == marker
                    and int(r["time_ms"]) < restarted]
-        assert matched and min(matched) >= 3, matched
-        after = values(rows, "proc.cpu", marker, after_ms=restarted + 2000)
-        assert after and min(after) >= 3, (after, rows[-5:])
-        proc_ticks = sorted({int(r["time_ms"]) for r in rows if r["metric"] == "proc.rss"})
-        assert all(b - a >= 2000 for a, b in zip(proc_ticks, proc_ticks[1:])), proc_ticks
+        assert matched and min(matched) >= 3, (sampler, matched)
+        after = values(found, "proc.cpu", marker, after_ms=restarted + 2000)
+        assert after and min(after) >= 3, (sampler, after, found[-5:])
+        proc_ticks = sorted({int(r["time_ms"]) for r in found if r["metric"] == "proc.rss"})
+        assert all(b - a >= 2000 for a, b in zip(proc_ticks, proc_ticks[1:])), (sampler, proc_ticks)
+        assert_lo_counters_grew_by(found, size)
 
         # The same window through the runner's API: CPU is judged a bottleneck.
-        result = monitor.collect_step(testbed, tmp_path / "step", start, start + 2000, restarted)
-        cpu = [b for b in result["bottlenecks"] if b["resource"] == "cpu"]
-        assert cpu and cpu[0]["role"] == "esb" and cpu[0]["sustained_percent"] > 85, result
-    finally:
-        stop(mon, idle, *busy)
+        cpu = [b for b in results[sampler]["bottlenecks"] if b["resource"] == "cpu"]
+        assert cpu and cpu[0]["role"] == "esb" and cpu[0]["sustained_percent"] > 85, (sampler, results[sampler])
 
 
 def test_a_monitor_killed_mid_window_leaves_a_gap_and_the_others_are_collected(tmp_path):
@@ -249,19 +278,32 @@ def test_a_monitor_killed_mid_window_leaves_a_gap_and_the_others_are_collected(t
     assert [b for b in lost["bottlenecks"] if b["role"] == "esb"] == []
 
 
-def test_a_restarted_monitor_leaves_a_gap_for_the_time_it_was_away(tmp_path):
+def spool_bytes(workdir: Path) -> int:
+    return sum(p.stat().st_size for p in (workdir / "spool").glob("samples-*.tsv"))
+
+
+def test_a_monitor_killed_and_restarted_on_its_spool_serves_the_window_with_a_gap_only_where_it_was_down(tmp_path):
     testbed = make_testbed(tmp_path / "testbed.yaml", {"esb": 17113, "ws1": 17114})
     esb = ws1 = None
     try:
         esb = monitor.start_monitor("esb", "127.0.0.1", 17113, workdir=tmp_path / "esb")
         ws1 = monitor.start_monitor("ws1", "127.0.0.1", 17114, workdir=tmp_path / "ws1")
         warmup = now_ms()
-        time.sleep(1.5)
+        time.sleep(3.5)
         os.killpg(esb.pid, signal.SIGKILL)
         esb.popen.wait()
+        killed = now_ms()
+        # As if the kill had come in the middle of a write: the spool ends with a tick line
+        # without its newline (a copy of the last one, half a second later, otherwise whole).
+        segment = max((tmp_path / "esb" / "spool").glob("samples-*.tsv"))
+        last = [line for line in segment.read_text().splitlines() if line.startswith("T\t")][-1]
+        _, last_ms, rest = last.split("\t", 2)
+        cut_ms = int(last_ms) + 500
+        with open(segment, "a") as spool:
+            spool.write(f"T\t{cut_ms}\t{rest}")
         time.sleep(3)
         measure = now_ms()
-        esb = monitor.start_monitor("esb", "127.0.0.1", 17113, workdir=tmp_path / "esb")
+        esb = monitor.start_monitor("esb", "127.0.0.1", 17113, workdir=tmp_path / "esb")   # the same spool
         back = now_ms()
         time.sleep(3)
         end = now_ms()
@@ -270,14 +312,46 @@ def test_a_restarted_monitor_leaves_a_gap_for_the_time_it_was_away(tmp_path):
         stop(esb, ws1)
 
     esb_result = result["monitors"]["esb"]
-    assert esb_result["error"] is None and esb_result["rows"] > 0
+    assert esb_result["error"] is None and esb_result["sampler"] == "sigar", esb_result
     rows = read_step_csv(tmp_path / "step" / "monitor-esb.csv")
+    ticks = sorted({int(r["time_ms"]) for r in rows if r["metric"] == "cpu.total"})
+    before = [t for t in ticks if t < killed]
+    after = [t for t in ticks if t > killed]
+    # What the killed monitor sampled is still served, from the window's first second ...
+    assert len(before) >= 3 and before[0] - warmup <= 1000, (warmup, ticks, killed)
+    assert all(b - a <= 1500 for a, b in zip(before, before[1:])), before
+    # ... and so is what the new one sampled, to the window's end; the cut-short line is not.
+    assert after and after[0] <= back + 1000 and end - after[-1] <= 1000, (back, after, end)
+    assert cut_ms not in {int(r["time_ms"]) for r in rows}
+    # The only gap is the time it was down (split at the measurement's start, which fell in it).
     gaps = [r for r in rows if r["metric"] == "gap"]
-    # Missing: the samples the killed monitor held (from the window's start) until the new one's first.
-    assert gaps and int(gaps[0]["time_ms"]) == warmup and gaps[0]["subject"] == "no samples"
-    assert measure - warmup <= esb_result["gaps_ms"] <= back - warmup + 1000, (esb_result, back - warmup)
-    assert min(int(r["time_ms"]) for r in rows if r["metric"] == "cpu.total") >= back - 1000
+    assert [(g["phase"], g["subject"]) for g in gaps] == [("warmup", "no samples"), ("measure", "no samples")], gaps
+    assert int(gaps[0]["time_ms"]) == before[-1] and int(gaps[1]["time_ms"]) == measure
+    assert measure - killed <= esb_result["gaps_ms"] <= back - killed + 1000, (esb_result, killed, back)
     assert result["monitors"]["ws1"]["gaps_ms"] == 0
+
+
+def test_the_spool_stays_within_its_bound(tmp_path):
+    bound = 2048   # a few ticks' worth (the least allowed); the default is 64 MiB
+    mon = None
+    try:
+        mon = monitor.start_monitor("esb", "127.0.0.1", 17115, workdir=tmp_path / "mon", spool_max_bytes=bound)
+        start = now_ms()
+        sizes = []
+        for _ in range(9):
+            time.sleep(1)
+            sizes.append(spool_bytes(tmp_path / "mon"))
+        status = monitor.status("127.0.0.1", 17115)
+        rows = pull(17115, 0, now_ms() + 1000)   # everything it still holds
+    finally:
+        stop(mon)
+    assert max(sizes) <= bound, sizes
+    assert status["spool"]["max_bytes"] == bound and status["spool"]["bytes"] <= bound, status
+    ticks = sorted({int(r["time_ms"]) for r in rows if r["metric"] == "cpu.total"})
+    # The oldest went first: what is left is the newest ticks, none missing between them.
+    assert ticks and ticks[0] > start + 1000 and ticks[-1] >= start + 7000, (start, ticks)
+    assert all(b - a <= 1500 for a, b in zip(ticks, ticks[1:])), ticks
+    assert status["oldest_ms"] > start + 1000 and status["ticks"] <= len(ticks) + 1, (status, ticks)
 
 
 NETNS = "esbpmon0"
@@ -371,27 +445,37 @@ def test_the_verdict_rule():
     assert judge(counter("net.rx_bytes", "lo", 5000), link=1000) == []       # loopback is no link
 
 
-def test_missing_or_broken_native_library_is_one_line_naming_the_fix(tmp_path, monkeypatch):
-    monkeypatch.setattr(monitor, "NATIVE_DIR", tmp_path / "empty")
-    with pytest.raises(EsbperfError) as missing:
-        monitor.start_monitor("esb", "127.0.0.1", 17140, workdir=tmp_path / "w1")
-    assert "native library is missing" in str(missing.value) and "esbperf build" in str(missing.value)
-
+def test_without_sigars_library_the_monitor_says_so_in_one_line_and_samples_through_oshi(tmp_path, monkeypatch):
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "libsigar-amd64-linux-1.6.4.so").write_bytes(b"not a library")
-    monkeypatch.setattr(monitor, "NATIVE_DIR", broken)
-    with pytest.raises(EsbperfError) as unloadable:
-        monitor.start_monitor("esb", "127.0.0.1", 17141, workdir=tmp_path / "w2")
-    message = str(unloadable.value)
-    assert "\n" not in message and "could not be loaded" in message and "esbperf build" in message, message
-    assert not monitor.procs.port_open("127.0.0.1", 17141)
+    for native, port, reason in [(tmp_path / "empty", 17140, "no folder"), (broken, 17141, "not a shared library")]:
+        monkeypatch.setattr(monitor, "NATIVE_DIR", native)
+        mon = monitor.start_monitor("esb", "127.0.0.1", port, workdir=tmp_path / f"w{port}")
+        try:
+            assert monitor.status("127.0.0.1", port)["sampler"] == "oshi"
+            lines = mon.log.read_text().splitlines()
+            notice = monitor.sampler_notice(mon)
+            assert notice and notice.startswith("monitor: sigar's native library cannot load (") and reason in notice
+            assert notice.endswith("; sampling through OSHI"), notice
+            assert lines[0] == notice and len(lines) == 2, lines   # that line, then where it serves
+        finally:
+            stop(mon)
+
+    # Only where nothing can sample at all is it an error: OSHI without JNA's native library.
+    monkeypatch.setattr(monitor, "JVM_ARGS", [*monitor.JVM_ARGS, "-Djna.nosys=true", "-Djna.nounpack=true"])
+    with pytest.raises(EsbperfError) as neither:
+        monitor.start_monitor("esb", "127.0.0.1", 17142, workdir=tmp_path / "w3")
+    message = str(neither.value)
+    assert "\n" not in message and "sigar's native library cannot load" in message, message
+    assert "and OSHI cannot sample this host either" in message, message
+    assert not monitor.procs.port_open("127.0.0.1", 17142)
 
 
 def test_a_port_in_use_is_one_line(tmp_path):
-    with socket.create_server(("127.0.0.1", 17142)):
-        with pytest.raises(EsbperfError, match=r"^cannot listen on 127.0.0.1:17142 for the esb monitor: "):
-            monitor.start_monitor("esb", "127.0.0.1", 17142, workdir=tmp_path)
+    with socket.create_server(("127.0.0.1", 17144)):
+        with pytest.raises(EsbperfError, match=r"^cannot listen on 127.0.0.1:17144 for the esb monitor: "):
+            monitor.start_monitor("esb", "127.0.0.1", 17144, workdir=tmp_path)
     # The monitor says so too (e.g. inside a namespace, where the CLI cannot check first).
     process = monitor.monitor_process("esb", "127.0.0.1", 17143, workdir=tmp_path)
     with socket.create_server(("127.0.0.1", 17143)):
@@ -416,6 +500,7 @@ def test_bad_arguments_are_one_line_errors(tmp_path, five):
         assert done.returncode == 2, (args, done.stderr)
         assert expected in done.stderr and len(done.stderr.strip().splitlines()) == 1, (args, done.stderr)
     assert cli("--role", "bus").returncode == 2
+    assert cli("--role", "esb", "--sampler", "proc").returncode == 2
 
     with pytest.raises(EsbperfError, match="warmup start <= measure start < end"):
         monitor.collect_step(five, tmp_path, 2000, 1000, 3000)
@@ -443,4 +528,7 @@ def test_the_command_prints_its_address_and_stops_on_sigterm(tmp_path):
         if command.poll() is None:
             command.kill()
     assert not monitor.procs.port_open("127.0.0.1", 17160)
-    assert "monitor: stopped" in (tmp_path / "state" / "monitor-ws2" / "monitor.log").read_text()
+    state = tmp_path / "state" / "monitor-ws2"
+    assert "monitor: stopped" in (state / "monitor.log").read_text()
+    assert "spool " + str(state / "spool") in first + command.stdout.read()
+    assert (state / "spool" / "lock").exists()   # its samples stay there for the next monitor on this host

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from conftest import ECHO_PORTS, HOST, IMPOSTOR_PORT, write_testbed
-from esbperf import plan as plans, results, runner, topology
+from esbperf import console, plan as plans, results, runner, topology
 from esbperf.errors import EsbperfError
 
 
@@ -50,11 +50,14 @@ def test_smoke_plan_end_to_end_against_the_baseline(grinder, echoes, testbed_fil
     record = json.loads((run_dir / "run.json").read_text())
     assert record["finished"] and record["plan"]["name"] == "mini" and len(record["agents"]) == 2
     assert record["environment"]["git"]["commit"]
-    for step in the_plan.steps():
+    assert record["agents"] == [{"name": "test-1", "host": "client"}, {"name": "test-2", "host": "client"}]
+    for step in the_plan.steps(["direct"]):
         folder = run_dir / step.relative_dir()
         meta = json.loads((folder / "step.json").read_text())
         assert (meta["scenario"], meta["payload_bytes"], meta["users"]) == (step.scenario, step.payload_bytes, step.users)
         assert meta["start_ms"] < meta["warmup_end_ms"] < meta["end_ms"]
+        assert meta["threads_seen"] == step.users and meta["model"] == "closed" and meta["rate"] is None
+        assert [a["name"] for a in meta["agents"]] == ["test-1", "test-2"] and meta["workers"]
         assert meta["versions"]["jython"] == "2.7.4" and meta["versions"]["grinder"] == "3.11"
         t = totals(folder)
         assert t["Tests"] > 0 and t["Errors"] == 0, (folder, t)
@@ -64,6 +67,8 @@ def test_smoke_plan_end_to_end_against_the_baseline(grinder, echoes, testbed_fil
         assert len({(log.name, r[0]) for log in (folder / "logs").glob("*-data.log")
                     for r in [l.split(", ") for l in log.read_text().splitlines()[1:]]}) == step.users
     assert not list(run_dir.rglob(".tmp-*"))
+    assert not list(Path(os.environ["ESBPERF_STATE"]).glob(f"agents/*/runs/{run_dir.name}/*/*/*/*/*/*")), \
+        "every agent's logs were moved into the step folders"
 
 
 @pytest.mark.slow
@@ -74,7 +79,7 @@ def test_routing_to_the_wrong_back_end_shows_errors_not_tps(grinder, echoes, tmp
     with pytest.raises(EsbperfError, match=r"fails verification: 1 of 3 checks.*answered by ws9, expected ws2"):
         runner.start(the_plan, "direct", wrong, tmp_path / "refused")
     run_dir = runner.start(the_plan, "direct", wrong, tmp_path / "results", verify=False)
-    t = totals(run_dir / the_plan.steps()[0].relative_dir())
+    t = totals(run_dir / the_plan.steps(["direct"])[0].relative_dir())
     assert t["Errors"] > 0 and t["Tests"] > 0
     assert 0.25 < t["Errors"] / (t["Errors"] + t["Tests"]) < 0.42, t
 
@@ -95,6 +100,11 @@ def wait_for(predicate, timeout: float, what: str):
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def measuring(state_dir: Path, step: str) -> list[Path]:
+    """The data logs the agents write for a step of any run (in their own folders while it runs)."""
+    return list(state_dir.glob(f"agents/*/runs/*/{step}/iter-*/*/*-data.log"))
+
+
 def fingerprint(folder: Path) -> dict[str, str]:
     return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted(folder.rglob("*")) if p.is_file()}
@@ -106,25 +116,25 @@ def test_resume_after_a_kill_continues_and_loses_nothing(grinder, echoes, testbe
     out = tmp_path / "results"
     killed = run_cli("run", "--plan", str(plan_file), "--target", "direct", "--testbed", str(testbed_file),
                      "--out", str(out), env_dir=state_dir)
-    first = lambda: next(iter(out.glob("*/proxy/1KB/1/iter-1/step.json")), None)
+    first = lambda: next(iter(out.glob("*/direct/proxy/1KB/1/iter-1/step.json")), None)
     wait_for(first, 120, "the first step to finish")
-    run_dir = first().parents[4]
-    wait_for(lambda: list(run_dir.glob("proxy/2KB/1/.tmp-iter-1")), 30, "the second step to start")
+    run_dir = first().parents[5]
+    wait_for(lambda: list(run_dir.glob("direct/proxy/2KB/1/.tmp-iter-1")), 30, "the second step to start")
     os.killpg(killed.pid, signal.SIGKILL)
     killed.wait(10)
-    kept = fingerprint(run_dir / "proxy/1KB/1/iter-1")
+    kept = fingerprint(run_dir / "direct/proxy/1KB/1/iter-1")
 
     resumed = run_cli("run", "--resume", str(run_dir), env_dir=state_dir)
     output, _ = resumed.communicate(timeout=180)
     assert resumed.returncode == 0, output
     assert "resuming" in output and "1 of 3 steps already finished" in output
-    assert fingerprint(run_dir / "proxy/1KB/1/iter-1") == kept, "a finished step must not change"
+    assert fingerprint(run_dir / "direct/proxy/1KB/1/iter-1") == kept, "a finished step must not change"
     for size in ("1KB", "2KB", "3KB"):
-        step = run_dir / f"proxy/{size}/1/iter-1"
+        step = run_dir / f"direct/proxy/{size}/1/iter-1"
         assert totals(step)["Tests"] > 0
         assert len(data_rows(step)) >= totals(step)["Tests"], f"{size}: the step's own data logs hold its transactions"
     assert (run_dir / "report" / "report.html").is_file(), "the resumed run ends with its report"
-    assert list(run_dir.glob("proxy/2KB/1/.aborted-iter-1-*")), "the interrupted step's data is kept aside"
+    assert list(run_dir.glob("direct/proxy/2KB/1/.aborted-iter-1-*")), "the interrupted step's data is kept aside"
     assert json.loads((run_dir / "run.json").read_text())["finished"]
 
 
@@ -134,7 +144,7 @@ def test_ctrl_c_stops_the_workers_and_keeps_finished_steps(grinder, echoes, test
     out = tmp_path / "results"
     process = run_cli("run", "--plan", str(plan_file), "--target", "direct", "--testbed", str(testbed_file),
                       "--out", str(out), env_dir=state_dir)
-    wait_for(lambda: list(out.glob("*/proxy/1KB/1/.tmp-iter-1/logs/*-data.log")), 60, "the first step's workers")
+    wait_for(lambda: measuring(state_dir, "direct/proxy/1KB/1"), 60, "the first step's workers")
     time.sleep(1)
     os.killpg(process.pid, signal.SIGINT)
     output, _ = process.communicate(timeout=60)
@@ -157,20 +167,21 @@ def test_a_back_end_that_dies_mid_step_stops_the_run_and_loses_nothing(grinder, 
     ws1 = start_echo("ws1", HOST, MORTAL_PORT, workdir=tmp_path / "ws1")
     try:
         def kill_when_measuring():
-            wait_for(lambda: list(out.glob("*/proxy/1KB/2/.tmp-iter-1/logs/*-data.log")), 60, "the first step's workers")
+            wait_for(lambda: measuring(state_dir, "direct/proxy/1KB/2"), 60, "the first step's workers")
             time.sleep(4)   # warm-up over, measuring
             os.killpg(ws1.pid, signal.SIGKILL)
         killer = threading.Thread(target=kill_when_measuring, daemon=True)
         killer.start()
-        with pytest.raises(EsbperfError, match=r"errors in step proxy/1KB/2/iter-1, and target direct no longer "
-                                               r"answers: http://127.0.0.1:16084/.*--resume") as e:
+        with pytest.raises(EsbperfError, match=r"step direct proxy 1KB 2u iter 1: \d+ errors, and target direct no "
+                                               r"longer answers: http://127.0.0.1:16084/.*kept aside in "
+                                               r"direct/proxy/1KB/2/\.failed-iter-1-.*--resume") as e:
             runner.start(the_plan, "direct", testbed, out)
         assert "\n" not in str(e.value)
         killer.join(1)
         [run_dir] = out.iterdir()
-        assert not (run_dir / "proxy/1KB/2/iter-1").exists(), "a step against a dead back end does not count"
-        assert not (run_dir / "proxy/2KB").exists(), "the run stops: no step against a dead back end"
-        [aside] = run_dir.glob("proxy/1KB/2/.failed-iter-1-*")
+        assert not (run_dir / "direct/proxy/1KB/2/iter-1").exists(), "a step against a dead back end does not count"
+        assert not (run_dir / "direct/proxy/2KB").exists(), "the run stops: no step against a dead back end"
+        [aside] = run_dir.glob("direct/proxy/1KB/2/.failed-iter-1-*")
         kept = json.loads((aside / "step.json").read_text())
         assert "no longer answers" in kept["failed"] and totals(aside)["Errors"] > 0 and data_rows(aside)
         assert not any(w["state"] in ("STARTED", "RUNNING") for a in grinder.agents() for w in a["workers"])
@@ -178,9 +189,9 @@ def test_a_back_end_that_dies_mid_step_stops_the_run_and_loses_nothing(grinder, 
         ws1 = start_echo("ws1", HOST, MORTAL_PORT, workdir=tmp_path / "ws1-again")
         runner.resume(run_dir)
         for size in ("1KB", "2KB"):
-            t = totals(run_dir / f"proxy/{size}/2/iter-1")
+            t = totals(run_dir / f"direct/proxy/{size}/2/iter-1")
             assert t["Tests"] > 0 and t["Errors"] == 0, (size, t)
-        assert list(run_dir.glob("proxy/1KB/2/.failed-iter-1-*")) == [aside], "the failed step's data is still there"
+        assert list(run_dir.glob("direct/proxy/1KB/2/.failed-iter-1-*")) == [aside], "the failed step's data is still there"
     finally:
         ws1.stop()
 
@@ -227,6 +238,12 @@ def test_users_map_to_processes_and_threads():
     assert p.processes_threads(20) == (1, 20)
     assert p.processes_threads(1, agents=2) == (1, 1)      # the second agent's thread stops at once
     assert p.processes_threads(7, agents=2) == (1, 4)
+    # ceil(users ÷ max) processes, never more: 101 users were 101 worker JVMs, 2560 were 32 × 80.
+    thesis = plans.load("thesis-concurrency")
+    assert thesis.max_threads_per_process == 100
+    assert thesis.processes_threads(101) == (2, 51)
+    assert thesis.processes_threads(2560) == (26, 99)
+    assert thesis.processes_threads(97) == (1, 97)
 
 
 def test_unknown_target_lists_the_known_ones(testbed_file):
@@ -246,14 +263,16 @@ def test_a_console_that_does_not_answer_fails_preflight_within_5_s(echoes, tmp_p
 def test_a_target_that_does_not_answer_fails_preflight_with_its_address(lone_console, tmp_path):
     testbed, _ = lone_console
     with pytest.raises(EsbperfError, match=r"target camel does not answer at http://127\.0\.0\.1:16280"):
-        runner.start(plans.load("smoke"), "camel", testbed, tmp_path / "results")
+        runner.start(plans.load("smoke"), "camel", testbed, tmp_path / "results",
+                     token_file=console.token_file(tmp_path / "console"))
 
 
 @pytest.mark.slow
 def test_no_agent_connected_is_a_clear_message(lone_console, echoes, tmp_path):
     testbed, _ = lone_console
     with pytest.raises(EsbperfError, match=r"no agent is connected to the console at 127\.0\.0\.1:16472"):
-        runner.start(plans.load("smoke"), "direct", testbed, tmp_path / "results")
+        runner.start(plans.load("smoke"), "direct", testbed, tmp_path / "results",
+                     token_file=console.token_file(tmp_path / "console"))
 
 
 def test_a_run_folder_is_never_reused(tmp_path):
@@ -261,3 +280,93 @@ def test_a_run_folder_is_never_reused(tmp_path):
     (first / "run.json").write_text("{}")
     second = results.new_run_dir(tmp_path, "smoke-direct-x")
     assert second.name == "smoke-direct-x-2" and (first / "run.json").read_text() == "{}"
+
+
+@pytest.mark.slow
+def test_dry_run_estimates_a_real_run_within_20_percent_and_starts_nothing(grinder, echoes, testbed_file, tmp_path):
+    from esbperf import estimate
+
+    testbed = topology.load(testbed_file)
+    if not estimate.estimate(plans.load("smoke"), []).measured_steps:   # no run measured here yet: one first
+        runner.start(plans.load(write_plan(tmp_path / "prime.yaml", payloads=["1KB", "2KB", "3KB"])), "direct",
+                     testbed, tmp_path / "prime")
+    plan_file = write_plan(tmp_path / "predicted.yaml", payloads=["1KB", "5KB"], users=[1, 2], duration_s=2)
+    out = tmp_path / "results"
+    process = subprocess.run([sys.executable, "-m", "esbperf", "run", "--plan", str(plan_file), "--target", "direct",
+                              "--testbed", str(testbed_file), "--out", str(out), "--dry-run"],
+                             capture_output=True, text=True, env=dict(os.environ, COLUMNS="200"))
+    assert process.returncode == 0, process.stderr
+    assert "4 steps" in process.stdout and "nothing was started" in process.stdout
+    assert not out.exists(), "a dry run writes no results"
+    the_plan = plans.load(plan_file)
+    guess = estimate.estimate(the_plan, the_plan.steps(["direct"]))
+    started = time.monotonic()
+    runner.start(the_plan, "direct", testbed, out)
+    real = time.monotonic() - started
+    assert abs(guess.total_s - real) <= 0.2 * real, (guess.total_s, real)
+
+
+class SkewedMonitor:
+    """A stand-in for a monitor on a host whose clock is `offset_ms` ahead. (The real monitor reads
+    the real clock, and moving this machine's clock would change the system for everything else.)"""
+
+    def __init__(self, port: int, offset_ms: int):
+        import http.server
+
+        offset = offset_ms
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                body = json.dumps({"role": "ws1"}).encode()
+                self.send_response(200)
+                self.send_header("X-Monitor-Time-Ms", str(int(time.time() * 1000) + offset))
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer((HOST, port), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.slow
+def test_a_host_clock_off_beyond_the_limit_refuses_the_run(grinder, echoes, tmp_path):
+    testbed_file = write_testbed(tmp_path / "skewed.yaml", ECHO_PORTS)
+    data = yaml.safe_load(testbed_file.read_text())
+    data["hosts"]["ws1"]["monitor_port"] = 16099
+    testbed_file.write_text(yaml.safe_dump(data))
+    testbed = topology.load(testbed_file)
+    monitor = SkewedMonitor(16099, offset_ms=500)
+    try:
+        with pytest.raises(EsbperfError, match=r"^ws1's clock is \+(4\d\d|5\d\d) ms off this machine's \(limit ±100 ms, "
+                                               r"--max-skew-ms\); synchronise the clocks"):
+            runner.start(plans.load(write_plan(tmp_path / "skew.yaml")), "direct", testbed, tmp_path / "refused")
+        assert not (tmp_path / "refused").exists()
+        assert runner.clock_skews(testbed, ["ws1"], 1000)["ws1"]["skew_ms"] == pytest.approx(500, abs=50)
+    finally:
+        monitor.close()
+
+
+@pytest.mark.slow
+def test_an_open_model_plan_keeps_its_schedule_and_the_run_records_its_calibration(grinder, echoes, testbed_file, tmp_path):
+    the_plan = plans.load(write_plan(tmp_path / "open.yaml", rates=[200, 400], users=[6], payloads=["1KB"]))
+    run_dir = runner.start(the_plan, "direct", topology.load(testbed_file), tmp_path / "results")
+    record = json.loads((run_dir / "run.json").read_text())
+    [calibration] = record["calibration"].values()
+    assert 0 < calibration["floor_mean_us"] < 5000 and calibration["outside_clock_us"] > 0 and calibration["transactions"] > 0
+    assert list((run_dir / "calibration" / "1KB" / "logs").glob("*-data.log"))
+    for rate in (200, 400):
+        folder = run_dir / f"direct/proxy/1KB/6/rate-{rate}/iter-1"
+        meta = json.loads((folder / "step.json").read_text())
+        assert meta["model"] == "open" and meta["rate"] == rate and meta["threads"] * meta["processes"] * 2 >= 6
+        header = next((folder / "logs").glob("*-data.log")).read_text().splitlines()[0]
+        assert "Latency us" in header and "Start lag us" in header and "Response us" in header
+        window_s = (meta["end_ms"] - meta["warmup_end_ms"]) / 1000
+        started = sum(1 for r in data_rows(folder) if meta["warmup_end_ms"] <= int(r[3]) < meta["end_ms"])
+        assert started == pytest.approx(rate * window_s, rel=0.1), "the schedule was kept over both agents"

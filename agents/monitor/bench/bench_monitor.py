@@ -1,8 +1,9 @@
 """What the monitor costs the host it watches: its own CPU (percent of one core) and memory while
-it samples once a second, and the cost of the runner's pull of a step's window.
+it samples once a second and appends each tick to its spool, the spool's growth on disk, and the
+cost of the runner's pull of a step's window (read back from the spool).
 
 Run from the checkout (after `esbperf build`):
-    .venv/bin/python agents/monitor/bench/bench_monitor.py [--seconds 60] [--port 17170] [--unmatched]
+    .venv/bin/python agents/monitor/bench/bench_monitor.py [--seconds 60] [--port 17170] [--unmatched] [--sampler oshi]
 
 The monitor runs as `esbperf monitor` runs it (same JVM options), watching one process by
 --match so that process sampling is part of the figure; with --unmatched the text matches
@@ -41,6 +42,10 @@ def rss_bytes(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
+def spool_bytes(workdir: Path) -> int:
+    return sum(p.stat().st_size for p in (workdir / "spool").glob("samples-*.tsv"))
+
+
 def mib(n: float) -> str:
     return f"{n / 2**20:.1f} MiB"
 
@@ -50,6 +55,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=60, help="measurement length (default 60)")
     parser.add_argument("--port", type=int, default=17170, help="port for the monitor on 127.0.0.1")
     parser.add_argument("--unmatched", action="store_true", help="watch a --match text no process has")
+    parser.add_argument("--sampler", choices=monitor.SAMPLERS, default="sigar", help="sigar (default) or oshi")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-monitor-"))
@@ -58,18 +64,21 @@ def main() -> None:
                                 "" if args.unmatched else marker])
     process = None
     try:
-        process = monitor.start_monitor("esb", "127.0.0.1", args.port, matches=[marker], workdir=work)
+        process = monitor.start_monitor("esb", "127.0.0.1", args.port, matches=[marker], workdir=work,
+                                        sampler=args.sampler)
         pid = process.pid
         print(f"monitor pid {pid}; warming up {WARMUP_S} s, then measuring {args.seconds} s ...", flush=True)
         time.sleep(WARMUP_S)
 
         cpu0, t0 = cpu_seconds(pid), time.monotonic()
+        spool0 = spool_bytes(work)
         window_start = int(time.time() * 1000)
         rss = []
         while time.monotonic() - t0 < args.seconds:
             rss.append(rss_bytes(pid))
             time.sleep(1)
         cpu1, t1 = cpu_seconds(pid), time.monotonic()
+        spool_per_hour = (spool_bytes(work) - spool0) * 3600 / (t1 - t0)
         window_end = int(time.time() * 1000)
         cpu_percent = 100 * (cpu1 - cpu0) / (t1 - t0)
 
@@ -101,8 +110,11 @@ def main() -> None:
         watched.wait()
 
     watching = "a --match that finds nothing" if args.unmatched else "one process by --match"
-    print(f"monitor CPU at 1 Hz, {watching}, over {t1 - t0:.0f} s: {cpu_percent:.2f} % of one core (goal < 1 %)")
+    print(f"monitor CPU at 1 Hz through {args.sampler}, {watching}, over {t1 - t0:.0f} s: "
+          f"{cpu_percent:.2f} % of one core (goal < 1 %)")
     print(f"monitor RSS: {mib(statistics.median(rss))} median, {mib(max(rss))} max")
+    print(f"spool growth: {mib(spool_per_hour)} per hour; the default bound (64 MiB, 24 h) holds "
+          f"{min(24.0, 64 * 2**20 / spool_per_hour):.0f} h of it")
     print(f"pull of a {args.seconds}-s window ({rows} rows, {len(body) / 1024:.0f} KiB): "
           f"{1000 * statistics.median(walls):.1f} ms median wall, {pull_cpu_ms:.1f} ms monitor CPU per pull")
     print(f"collect_step of that window for one role (pull, CSV file, verdict): {1000 * collect_s:.0f} ms")

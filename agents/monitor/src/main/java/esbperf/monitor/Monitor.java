@@ -1,6 +1,9 @@
 package esbperf.monitor;
 
+import java.io.ByteArrayOutputStream;
 import java.io.IOException;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
 import java.net.BindException;
 import java.util.HashMap;
 import java.util.List;
@@ -9,18 +12,17 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 
-import org.hyperic.sigar.Sigar;
 import org.hyperic.sigar.SigarException;
 
 /**
  * The host monitor's entry point: samples the host once a second (watched processes every
- * 2 s), keeps two hours of samples in memory and serves them over HTTP until SIGTERM.
- * Failures at start print one line starting "monitor: error:" and exit with status 2.
+ * 2 s) with sigar, or OSHI where sigar cannot load, keeps the samples in a bounded spool on disk
+ * and serves them over HTTP until SIGTERM. Failures at start print one line starting
+ * "monitor: error:" and exit with status 2.
  */
 public final class Monitor {
 
   static final long INTERVAL_MS = 1000;
-  static final int KEEP_TICKS = 2 * 3600;   // two hours at one tick a second
 
   private Monitor() {
   }
@@ -35,32 +37,33 @@ public final class Monitor {
   }
 
   private static void run(Options options) throws Options.UsageError {
-    final Sigar sigar = openSigar();
-    final HostSampler host;
-    final ProcessWatcher processes;
-    try {
-      for (long pid : options.pids()) {
-        try {
-          sigar.getProcState(pid);
-        }
-        catch (SigarException e) {
-          throw new Options.UsageError("--pid " + pid + ": no such process");
-        }
+    final Probe probe = openProbe(options);
+    for (long pid : options.pids()) {
+      if (!probe.exists(pid)) {
+        throw new Options.UsageError("--pid " + pid + ": no such process");
       }
-      host = new HostSampler(sigar);
-      processes = new ProcessWatcher(sigar, options.pids(), options.matches());
     }
-    catch (SigarException e) {
-      fail("sigar cannot read this host's statistics: " + e.getMessage());
+    final ProcessWatcher processes = new ProcessWatcher(probe, options.pids(), options.matches());
+
+    final Spool spool;
+    try {
+      spool = Spool.open(options.spool(), options.spoolMaxBytes(), options.spoolMaxAgeMs(), System.currentTimeMillis());
+    }
+    catch (Spool.InUse e) {
+      fail(e.getMessage());
+      return;
+    }
+    catch (IOException e) {
+      fail("cannot use the spool folder " + options.spool().toAbsolutePath() + ": " + e);
       return;
     }
 
-    final SampleRing ring = new SampleRing(KEEP_TICKS);
     final SampleServer server;
     // Small answers would otherwise wait for the peer's delayed ACK (KNOWN-TRAPS.md).
     System.setProperty("sun.net.httpserver.nodelay", "true");
     try {
-      server = new SampleServer(options.listen(), ring, options.role(), sigar.getPid(), processes.labels());
+      server = new SampleServer(options.listen(), spool, probe.name(), options.role(), probe.selfPid(),
+          processes.labels());
     }
     catch (BindException e) {
       fail("cannot listen on " + hostPort(options) + ": " + e.getMessage());
@@ -77,15 +80,18 @@ public final class Monitor {
       final long now = System.currentTimeMillis();
       final Tick.Builder values = new Tick.Builder();
       try {
-        host.sample(values);
+        probe.sampleHost(values);
         if (processes.due(now)) {
           processes.sample(now, values);
         }
-        ring.add(values.build(now, keyLists));
+        spool.append(values.build(now, keyLists));
       }
-      catch (SigarException | RuntimeException e) {
+      catch (Probe.ReadingFailed | RuntimeException e) {
         // One bad reading must not end the schedule; the missing second shows as a gap.
         System.err.println("monitor: sample at " + now + " failed: " + e);
+      }
+      catch (IOException e) {
+        System.err.println("monitor: sample at " + now + " could not be written to " + spool.dir() + ": " + e);
       }
     };
     // Ticks on whole seconds, so the samples of all hosts line up in the step's CSV files.
@@ -102,27 +108,70 @@ public final class Monitor {
       catch (InterruptedException e) {
         Thread.currentThread().interrupt();
       }
-      sigar.close();
+      spool.close();
+      probe.close();
       System.out.println("monitor: stopped");
     }, "monitor-stop"));
 
     System.out.println("monitor: " + options.role() + " listening on http://" + hostPort(options)
-        + "/samples?from=MS&to=MS" + (processes.watchesAnything() ? "; watching " + processes.labels() : ""));
+        + "/samples?from=MS&to=MS" + (processes.watchesAnything() ? "; watching " + processes.labels() : "")
+        + "; sampler " + probe.name() + "; spool " + spool.dir().toAbsolutePath());
   }
 
-  /** sigar's JNI library is found through -Dorg.hyperic.sigar.path; a missing or broken one
-   * shows only when sigar is first used, as an UnsatisfiedLinkError or a SigarException. */
-  private static Sigar openSigar() {
-    try {
-      final Sigar sigar = new Sigar();
-      sigar.getMem();   // the first native call
-      return sigar;
+  /**
+   * sigar, unless told otherwise or unless it cannot work here: then OSHI, saying so in one
+   * line. sigar's JNI library is found through -Dorg.hyperic.sigar.path; a missing or broken one
+   * shows only when sigar is first used, as an UnsatisfiedLinkError or a SigarException.
+   */
+  private static Probe openProbe(Options options) {
+    if (options.sampler().equals("oshi")) {
+      return openOshi(options, "sampling through OSHI (--sampler oshi)", null);
     }
-    catch (LinkageError | SigarException e) {
-      final String where = System.getProperty("org.hyperic.sigar.path", System.getProperty("java.library.path"));
-      fail("sigar's native library (libsigar-*.so) could not be loaded from " + where + " (" + firstLine(e.getMessage())
-          + "); run `esbperf build` to unpack it into agents/monitor/target/native, "
-          + "or name its folder with -Dorg.hyperic.sigar.path");
+    String why = SigarProbe.whyNotLoadable();
+    if (why == null) {
+      // sigar prints a stack trace of its own when its library fails to load (it wants log4j,
+      // which is left out): keep it out of the log, the one line below says it.
+      final PrintStream err = System.err;
+      final ByteArrayOutputStream sigarSaid = new ByteArrayOutputStream();
+      System.setErr(new PrintStream(sigarSaid, true, StandardCharsets.UTF_8));
+      try {
+        return new SigarProbe();
+      }
+      catch (LinkageError e) {
+        // sigar's own first line names the loader's reason (wrong ELF class, ...); the error
+        // itself only names the first native method that was missing.
+        final String said = firstLine(sigarSaid.toString(StandardCharsets.UTF_8));
+        why = (said.equals("no detail") ? firstLine(e.getMessage()) : said) + "; looked in "
+            + System.getProperty("org.hyperic.sigar.path", System.getProperty("java.library.path"));
+      }
+      catch (SigarException e) {
+        why = null;
+        final String reading = "sigar cannot read this host's statistics (" + firstLine(e.getMessage()) + ")";
+        return openOshi(options, reading + "; sampling through OSHI", reading);
+      }
+      finally {
+        System.setErr(err);
+      }
+    }
+    final String cannotLoad = "sigar's native library cannot load (" + why + ")";
+    return openOshi(options, cannotLoad + "; sampling through OSHI", cannotLoad);
+  }
+
+  /** {@code why}: why sigar is not used (null when OSHI was asked for). */
+  private static Probe openOshi(Options options, String announce, String why) {
+    if (System.getProperty("jna.tmpdir") == null) {
+      // Where JNA unpacks its own native library if it must: the monitor's folder, not the user's home.
+      System.setProperty("jna.tmpdir", options.state().resolve("jna").toAbsolutePath().toString());
+    }
+    try {
+      final Probe probe = new OshiProbe();
+      System.out.println("monitor: " + announce);
+      return probe;
+    }
+    catch (LinkageError | RuntimeException e) {
+      final String reason = firstLine(e.toString());
+      fail(why == null ? "OSHI cannot sample this host (" + reason + ")"
+          : why + ", and OSHI cannot sample this host either (" + reason + ")");
       return null;
     }
   }

@@ -3,14 +3,20 @@ package esbperf.monitor;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.UnknownHostException;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 
-/** The monitor's command line. Every mistake is a {@link UsageError} with a one-line message. */
-record Options(String role, InetSocketAddress listen, List<Long> pids, List<String> matches) {
+/**
+ * The monitor's command line. Every mistake is a {@link UsageError} with a one-line message.
+ * {@code state} is the monitor's own folder (the spool lives in its {@code spool/}); the
+ * sampler is "sigar" (the default, falling back to OSHI when it cannot load) or "oshi".
+ */
+record Options(String role, InetSocketAddress listen, List<Long> pids, List<String> matches, String sampler,
+               Path state, long spoolMaxBytes, long spoolMaxAgeMs) {
 
-  static final String USAGE =
-      "usage: monitor --listen HOST:PORT [--role NAME] [--pid PID]... [--match TEXT]...";
+  static final String USAGE = "usage: monitor --listen HOST:PORT [--role NAME] [--pid PID]... [--match TEXT]... "
+      + "[--sampler sigar|oshi] [--state DIR] [--spool-max-bytes N] [--spool-max-age-s N]";
 
   static final class UsageError extends Exception {
     UsageError(String message) {
@@ -23,6 +29,10 @@ record Options(String role, InetSocketAddress listen, List<Long> pids, List<Stri
     InetSocketAddress listen = null;
     final List<Long> pids = new ArrayList<>();
     final List<String> matches = new ArrayList<>();
+    String sampler = "sigar";
+    Path state = Path.of("");   // the working directory
+    long spoolMaxBytes = Spool.DEFAULT_MAX_BYTES;
+    long spoolMaxAgeMs = Spool.DEFAULT_MAX_AGE_MS;
     for (int i = 0; i < args.length; i++) {
       final String name = args[i];
       if (i + 1 >= args.length) {
@@ -39,13 +49,45 @@ record Options(String role, InetSocketAddress listen, List<Long> pids, List<Stri
           }
           matches.add(value);
         }
+        case "--sampler" -> {
+          if (!value.equals("sigar") && !value.equals("oshi")) {
+            throw new UsageError("--sampler must be sigar or oshi, got '" + value + "'");
+          }
+          sampler = value;
+        }
+        case "--state" -> {
+          if (value.isBlank()) {
+            throw new UsageError("--state needs a folder");
+          }
+          state = Path.of(value);
+        }
+        case "--spool-max-bytes" -> spoolMaxBytes = atLeast(name, value, Spool.MIN_MAX_BYTES);
+        case "--spool-max-age-s" -> spoolMaxAgeMs = 1000 * atLeast(name, value, 1);
         default -> throw new UsageError("unknown option " + name + "; " + USAGE);
       }
     }
     if (listen == null) {
       throw new UsageError("--listen HOST:PORT is required; " + USAGE);
     }
-    return new Options(role, listen, List.copyOf(pids), List.copyOf(matches));
+    return new Options(role, listen, List.copyOf(pids), List.copyOf(matches), sampler, state, spoolMaxBytes,
+        spoolMaxAgeMs);
+  }
+
+  Path spool() {
+    return state.resolve("spool");
+  }
+
+  private static long atLeast(String name, String value, long minimum) throws UsageError {
+    try {
+      final long n = Long.parseLong(value);
+      if (n >= minimum && n < Long.MAX_VALUE / 1000) {
+        return n;
+      }
+    }
+    catch (NumberFormatException e) {
+      // fall through to the message below
+    }
+    throw new UsageError(name + " must be a whole number of at least " + minimum + ", got '" + value + "'");
   }
 
   private static long pid(String value) throws UsageError {

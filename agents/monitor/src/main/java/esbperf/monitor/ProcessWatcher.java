@@ -8,16 +8,13 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 
-import org.hyperic.sigar.Sigar;
-import org.hyperic.sigar.SigarException;
-
 /**
  * The CPU (percent of one core) and resident memory of watched processes: given by pid, or by
  * a text their command line contains (re-resolved when they restart, e.g. the ESB's JVM).
  * All processes matching one text are summed under that text, so the series stays one line
  * whatever their pids. CPU is the growth of the process's CPU time between two readings at
  * least {@link #MIN_INTERVAL_MS} apart: sigar caches a process's /proc data for up to 2 s,
- * and a faster reading would see no growth.
+ * and a faster reading would see no growth (the OSHI probe keeps the same pace).
  */
 final class ProcessWatcher {
 
@@ -26,7 +23,7 @@ final class ProcessWatcher {
   private record Reading(long cpuMs, long atMs) {
   }
 
-  private final Sigar sigar;
+  private final Probe probe;
   private final List<Long> pids;
   private final List<String> matches;
   private final Set<Long> notMatchable;                       // the monitor and its launchers
@@ -34,8 +31,8 @@ final class ProcessWatcher {
   private final Map<Long, Reading> previous = new HashMap<>();
   private long lastSampleMs;
 
-  ProcessWatcher(Sigar sigar, List<Long> pids, List<String> matches) throws SigarException {
-    this.sigar = sigar;
+  ProcessWatcher(Probe probe, List<Long> pids, List<String> matches) {
+    this.probe = probe;
     this.pids = pids;
     this.matches = matches;
     this.notMatchable = selfAndAncestors();
@@ -57,7 +54,7 @@ final class ProcessWatcher {
     }
     for (String text : matches) {
       List<Long> group = resolved.get(text);
-      if (group == null || group.isEmpty() || !group.stream().allMatch(this::alive)) {
+      if (group == null || group.isEmpty() || !group.stream().allMatch(probe::exists)) {
         group = findByCommandLine(text);   // first time, or one of them exited (a restart)
         resolved.put(text, group);
       }
@@ -73,14 +70,12 @@ final class ProcessWatcher {
     boolean anyAlive = false;
     boolean cpuKnown = false;
     for (long pid : group) {
-      final long cpuMs;
-      try {
-        cpuMs = sigar.getProcTime(pid).getTotal();
-        rss += sigar.getProcMem(pid).getResident();
-      }
-      catch (SigarException e) {
+      final Probe.Usage usage = probe.usage(pid);
+      if (usage == null) {
         continue;   // exited since it was found
       }
+      final long cpuMs = usage.cpuMs();
+      rss += usage.rssBytes();
       anyAlive = true;
       seen.add(pid);
       final Reading before = previous.put(pid, new Reading(cpuMs, nowMs));
@@ -97,36 +92,15 @@ final class ProcessWatcher {
     }
   }
 
-  private boolean alive(long pid) {
-    try {
-      sigar.getProcState(pid);
-      return true;
-    }
-    catch (SigarException e) {
-      return false;
-    }
-  }
-
   private List<Long> findByCommandLine(String text) {
     final List<Long> found = new ArrayList<>();
-    final long[] all;
-    try {
-      all = sigar.getProcList();
-    }
-    catch (SigarException e) {
-      return found;
-    }
-    for (long pid : all) {
+    for (long pid : probe.processes()) {
       if (notMatchable.contains(pid)) {
         continue;
       }
-      try {
-        if (String.join(" ", sigar.getProcArgs(pid)).contains(text)) {
-          found.add(pid);
-        }
-      }
-      catch (SigarException e) {
-        // exited while we looked, or not ours to read: not a match
+      final String commandLine = probe.commandLine(pid);   // null: exited while we looked, or not ours to read
+      if (commandLine != null && commandLine.contains(text)) {
+        found.add(pid);
       }
     }
     return found;
@@ -134,16 +108,11 @@ final class ProcessWatcher {
 
   /** The monitor's own command line holds the text after --match, and so do the commands that
    * launched it (esbperf monitor, ip netns exec, …): never count those. */
-  private Set<Long> selfAndAncestors() throws SigarException {
+  private Set<Long> selfAndAncestors() {
     final Set<Long> chain = new HashSet<>();
-    long pid = sigar.getPid();
+    long pid = probe.selfPid();
     while (pid > 1 && chain.add(pid)) {
-      try {
-        pid = sigar.getProcState(pid).getPpid();
-      }
-      catch (SigarException e) {
-        break;
-      }
+      pid = probe.parent(pid);
     }
     return chain;
   }

@@ -1,32 +1,12 @@
 package esbperf.monitor;
 
-import java.io.IOException;
-import java.io.Writer;
-import java.util.List;
-
-/** Ticks as CSV rows {@code time_ms,metric,subject,value}; the runner adds the step's phase. */
+/** The served CSV: rows {@code time_ms,metric,subject,value}; the runner adds the step's phase.
+ * {@link Spool} stores values already formatted by {@link #number}. */
 final class SampleCsv {
 
   static final String HEADER = "time_ms,metric,subject,value\n";
 
   private SampleCsv() {
-  }
-
-  static void write(List<Tick> ticks, Writer out) throws IOException {
-    out.write(HEADER);
-    final StringBuilder line = new StringBuilder(96);
-    for (Tick tick : ticks) {
-      final String time = Long.toString(tick.timeMs());
-      for (int i = 0; i < tick.values().length; i++) {
-        final Tick.Key key = tick.keys().get(i);
-        line.setLength(0);
-        line.append(time).append(',').append(key.metric()).append(',');
-        field(key.subject(), line);
-        line.append(',');
-        number(tick.values()[i], line);
-        out.append(line).append('\n');
-      }
-    }
   }
 
   /** Counters print as integers, percentages with two decimals. */

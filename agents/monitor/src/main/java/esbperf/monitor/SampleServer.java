@@ -19,22 +19,26 @@ import com.sun.net.httpserver.HttpExchange;
 import com.sun.net.httpserver.HttpServer;
 
 /**
- * Serves the samples kept in memory. The runner pulls one step's window after the step:
+ * Serves the samples kept in the spool. The runner pulls one step's window after the step:
  * {@code GET /samples?from=MS&to=MS} (from inclusive, to exclusive; ms since the epoch on this
  * host's clock) answers CSV; {@code GET /status} answers a small JSON document. Every answer
- * carries {@code X-Monitor-Time-Ms}, this host's clock, so the puller can see a clock offset.
+ * carries {@code X-Monitor-Time-Ms}, this host's clock, so the puller can see a clock offset,
+ * and {@code X-Monitor-Sampler}, what took the samples ("sigar" or "oshi").
  */
 final class SampleServer {
 
   private final HttpServer server;
   private final ExecutorService executor;
-  private final SampleRing ring;
+  private final Spool spool;
+  private final String sampler;
   private final String statusPrefix;
 
-  SampleServer(InetSocketAddress listen, SampleRing ring, String role, long pid, List<String> watching)
+  SampleServer(InetSocketAddress listen, Spool spool, String sampler, String role, long pid, List<String> watching)
       throws IOException {
-    this.ring = ring;
+    this.spool = spool;
+    this.sampler = sampler;
     this.statusPrefix = "{\"role\":" + json(role) + ",\"pid\":" + pid + ",\"interval_ms\":" + Monitor.INTERVAL_MS
+        + ",\"sampler\":" + json(sampler)
         + ",\"watching\":[" + watching.stream().map(SampleServer::json).collect(Collectors.joining(",")) + "]";
     server = HttpServer.create(listen, 16);
     executor = Executors.newSingleThreadExecutor(r -> {
@@ -62,6 +66,7 @@ final class SampleServer {
   private void exchange(HttpExchange exchange) throws IOException {
     try (exchange) {
       exchange.getResponseHeaders().set("X-Monitor-Time-Ms", Long.toString(System.currentTimeMillis()));
+      exchange.getResponseHeaders().set("X-Monitor-Sampler", sampler);
       if (!"GET".equals(exchange.getRequestMethod())) {
         text(exchange, 405, "only GET is served\n");
         return;
@@ -89,22 +94,22 @@ final class SampleServer {
       text(exchange, 400, "from and to must be times in ms since the epoch\n");
       return;
     }
-    final List<Tick> ticks = ring.between(from, to);
     exchange.getResponseHeaders().set("Content-Type", "text/csv; charset=utf-8");
     exchange.sendResponseHeaders(200, 0);   // length unknown: chunked
     try (Writer out = new BufferedWriter(
         new OutputStreamWriter(exchange.getResponseBody(), StandardCharsets.UTF_8), 1 << 16)) {
-      SampleCsv.write(ticks, out);
+      spool.between(from, to, out);
     }
   }
 
   private String status() {
-    final Tick oldest = ring.oldest();
-    final Tick newest = ring.newest();
+    final Spool.Summary held = spool.summary();
     return statusPrefix
-        + ",\"ticks\":" + ring.size()
-        + ",\"oldest_ms\":" + (oldest == null ? "null" : oldest.timeMs())
-        + ",\"newest_ms\":" + (newest == null ? "null" : newest.timeMs())
+        + ",\"ticks\":" + held.ticks()
+        + ",\"oldest_ms\":" + held.oldestMs()
+        + ",\"newest_ms\":" + held.newestMs()
+        + ",\"spool\":{\"dir\":" + json(spool.dir().toString()) + ",\"bytes\":" + held.bytes()
+        + ",\"max_bytes\":" + spool.maxBytes() + ",\"max_age_s\":" + spool.maxAgeMs() / 1000 + "}"
         + "}\n";
   }
 

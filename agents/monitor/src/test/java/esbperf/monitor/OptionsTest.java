@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.nio.file.Path;
 import java.util.List;
 
 import org.junit.jupiter.api.Test;
@@ -13,12 +14,26 @@ class OptionsTest {
   @Test
   void parsesEveryOption() throws Exception {
     final Options o = Options.parse(new String[] {
-        "--role", "esb", "--listen", "127.0.0.1:17092", "--pid", "42", "--pid", "43", "--match", "camel.Main"});
+        "--role", "esb", "--listen", "127.0.0.1:17092", "--pid", "42", "--pid", "43", "--match", "camel.Main",
+        "--sampler", "oshi", "--state", "st", "--spool-max-bytes", "8192", "--spool-max-age-s", "60"});
     assertEquals("esb", o.role());
     assertEquals("127.0.0.1", o.listen().getAddress().getHostAddress());
     assertEquals(17092, o.listen().getPort());
     assertEquals(List.of(42L, 43L), o.pids());
     assertEquals(List.of("camel.Main"), o.matches());
+    assertEquals("oshi", o.sampler());
+    assertEquals(Path.of("st", "spool"), o.spool());
+    assertEquals(8192, o.spoolMaxBytes());
+    assertEquals(60_000, o.spoolMaxAgeMs());
+  }
+
+  @Test
+  void defaultsToSigarAndASpoolInTheWorkingDirectory() throws Exception {
+    final Options o = Options.parse(new String[] {"--listen", "127.0.0.1:17092"});
+    assertEquals("sigar", o.sampler());
+    assertEquals(Path.of("spool"), o.spool());
+    assertEquals(Spool.DEFAULT_MAX_BYTES, o.spoolMaxBytes());
+    assertEquals(Spool.DEFAULT_MAX_AGE_MS, o.spoolMaxAgeMs());
   }
 
   @Test
@@ -43,6 +58,9 @@ class OptionsTest {
     assertMessage("non-empty", "--listen", "127.0.0.1:1", "--match", "  ");
     assertMessage("needs a value", "--listen");
     assertMessage("unknown option --interval", "--interval", "5");
+    assertMessage("sigar or oshi", "--listen", "127.0.0.1:1", "--sampler", "proc");
+    assertMessage("at least 2048", "--listen", "127.0.0.1:1", "--spool-max-bytes", "100");
+    assertMessage("at least 1", "--listen", "127.0.0.1:1", "--spool-max-age-s", "1h");
   }
 
   private static void assertMessage(String expected, String... args) {

@@ -23,12 +23,14 @@ final class Agents {
   private final ProcessControl processControl;
   private final ConsoleProperties properties;
   private final ObjectMapper json;
+  private final WorkerProperties allowed;
   private volatile ProcessControl.ProcessReports[] lastReports = new ProcessControl.ProcessReports[0];
 
-  Agents(ProcessControl processControl, ConsoleProperties properties, ObjectMapper json) {
+  Agents(ProcessControl processControl, ConsoleProperties properties, ObjectMapper json, WorkerProperties allowed) {
     this.processControl = processControl;
     this.properties = properties;
     this.json = json;
+    this.allowed = allowed;
     processControl.addProcessStatusListener(reports -> lastReports = reports);
   }
 
@@ -60,12 +62,13 @@ final class Agents {
   }
 
   /**
-   * The body is a JSON object of grinder properties; they override the console's
-   * properties file (grinder.console.propertiesFile), whose folder must be the
-   * distribution directory so that agents resolve the script in their file cache.
+   * The body is a JSON object of grinder properties, each on the allow-list (WorkerProperties);
+   * they override the console's properties file (grinder.console.propertiesFile), whose folder
+   * must be the distribution directory so that agents resolve the script in their file cache.
    */
   Object startWorkers(byte[] body) throws Exception {
     final GrinderProperties supplied = parseProperties(body);
+    allowed.check(supplied);
     if (processControl.getNumberOfLiveAgents() == 0) {
       throw new ApiError(409, "no agent is connected to the console (port "
           + properties.getConsolePort() + "); start one with `esbperf agent`");

@@ -6,6 +6,7 @@ import java.io.OutputStream;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.concurrent.ExecutorService;
@@ -32,7 +33,10 @@ import org.slf4j.Logger;
  * it is listed in {@code META-INF/net.grinder.console}; it starts and stops with the console.
  *
  * <p>It listens on {@code grinder.console.httpHost}:{@code grinder.console.httpPort};
- * an empty host means loopback, so by default only the console host can drive it.</p>
+ * an empty host means loopback, so by default only the console host can drive it. Every request
+ * must pass the {@link Guard} (Host, token, JSON) with the secret token read at start from the file
+ * named by the system property {@value #TOKEN_FILE_PROPERTY} (esbperf writes it, mode 0600, in the
+ * console's state folder); without it the API does not start.</p>
  */
 public final class ControlApi implements Startable {
 
@@ -41,12 +45,15 @@ public final class ControlApi implements Startable {
     Object handle(byte[] body) throws Exception;
   }
 
+  static final String TOKEN_FILE_PROPERTY = "esbperf.controlApi.tokenFile";
+
   private final Logger logger;
   private final ConsoleProperties properties;
   private final ObjectMapper json = new ObjectMapper();
   private final Map<String, Handler> routes = new LinkedHashMap<>();
   private HttpServer server;
   private ExecutorService executor;
+  private Guard guard;
 
   public ControlApi(Logger logger,
                     ConsoleProperties properties,
@@ -57,7 +64,8 @@ public final class ControlApi implements Startable {
     this.logger = logger;
     this.properties = properties;
 
-    final Agents agents = new Agents(processControl, properties, json);
+    final Agents agents = new Agents(processControl, properties, json,
+        new WorkerProperties(properties.getDistributionDirectory().getFile()));
     final Files files = new Files(fileDistribution, processControl);
     final Recording recording = new Recording(sampleModel, sampleModelViews);
 
@@ -88,6 +96,10 @@ public final class ControlApi implements Startable {
   public void start() {
     final String host = properties.getHttpHost();
     final int port = properties.getHttpPort();
+    final byte[] token = readToken();
+    if (token == null) {
+      return;
+    }
     try {
       final InetAddress address = host == null || host.isEmpty()
           ? InetAddress.getLoopbackAddress() : InetAddress.getByName(host);
@@ -108,8 +120,26 @@ public final class ControlApi implements Startable {
     server.createContext("/", this::exchange);
     server.start();
     final InetSocketAddress bound = server.getAddress();
+    guard = new Guard(token, bound);
     logger.info("esbperf control API listening on http://{}:{}/",
                 bound.getAddress().getHostAddress(), bound.getPort());
+  }
+
+  /** The secret token, or null (said once in the log) when there is none to read. */
+  private byte[] readToken() {
+    final String file = System.getProperty(TOKEN_FILE_PROPERTY);
+    try {
+      final byte[] token = file == null ? new byte[0] : java.nio.file.Files.readString(Path.of(file)).trim().getBytes(StandardCharsets.UTF_8);
+      if (token.length >= 16) {
+        return token;
+      }
+      logger.error("esbperf control API stays off: {} names no token file with a token of 16 or more characters",
+                   TOKEN_FILE_PROPERTY);
+    }
+    catch (IOException e) {
+      logger.error("esbperf control API stays off: its token file cannot be read: {}", e.toString());
+    }
+    return null;
   }
 
   @Override
@@ -127,6 +157,9 @@ public final class ControlApi implements Startable {
     try {
       final String path = exchange.getRequestURI().getPath().replaceAll("/+$", "");
       final String method = exchange.getRequestMethod();
+      guard.check(method, exchange.getRequestHeaders().getFirst("Host"),
+                  exchange.getRequestHeaders().getFirst("Authorization"),
+                  exchange.getRequestHeaders().getFirst("Content-Type"));
       final Handler handler = routes.get(method + " " + path);
       if (handler == null) {
         throw routes.keySet().stream().anyMatch(k -> k.endsWith(" " + path))

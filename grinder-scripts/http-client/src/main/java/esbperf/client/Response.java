@@ -1,39 +1,51 @@
 package esbperf.client;
 
-import java.io.ByteArrayOutputStream;
-import java.io.EOFException;
 import java.io.IOException;
-import java.io.InputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
-import java.util.HashMap;
-import java.util.Locale;
-import java.util.Map;
 
-/** An HTTP answer read in full. Getters are Jython properties: r.status, r.text, r.length. */
+/**
+ * An HTTP answer read in full, with the time its exchange took. Getters are Jython
+ * properties: r.status, r.text, r.length, r.micros. Headers stay raw bytes until asked for.
+ */
 public final class Response {
 
-  private static final int MAX_LINE = 64 * 1024;
-
-  private final String version;
   private final int status;
-  private final Map<String, String> headers;
+  private final byte[] head;       // status line + headers + empty line, as received
+  private final int[] lines;       // start of each line of head (AnswerReader.lineStarts)
   private final byte[] body;
+  private final boolean keepsAlive;
+  private final long startNanos;
+  private final long endNanos;
 
-  private Response(String version, int status, Map<String, String> headers, byte[] body) {
-    this.version = version;
+  Response(int status, byte[] head, int[] lines, byte[] body, boolean keepsAlive, long startNanos, long endNanos) {
     this.status = status;
-    this.headers = headers;
+    this.head = head;
+    this.lines = lines;
     this.body = body;
+    this.keepsAlive = keepsAlive;
+    this.startNanos = startNanos;
+    this.endNanos = endNanos;
   }
 
   public int getStatus() {
     return status;
   }
 
-  /** A header's value, whatever the case of its name; null if absent. */
+  /** A header's value, whatever the case of its name (repeated headers joined by ", "); null if absent. */
   public String header(String name) {
-    return headers.get(name.toLowerCase(Locale.ROOT));
+    final byte[] lower = AnswerReader.ascii(name.toLowerCase(java.util.Locale.ROOT));
+    String value = null;
+    for (int i = 1; i + 1 < lines.length; i++) {
+      final int start = lines[i];
+      final int end = AnswerReader.lineEnd(head, lines[i + 1]);
+      final int colon = AnswerReader.indexOf(head, (byte) ':', start, end);
+      if (colon > start && AnswerReader.nameIs(head, start, colon, lower)) {
+        final String v = new String(head, colon + 1, end - colon - 1, StandardCharsets.ISO_8859_1).trim();
+        value = value == null ? v : value + ", " + v;
+      }
+    }
+    return value;
   }
 
   public byte[] getBody() {
@@ -52,17 +64,38 @@ public final class Response {
     return Arrays.equals(body, expected);
   }
 
-  boolean keepsAlive() {
-    final String connection = header("connection");
-    if (connection != null) {
-      return !connection.equalsIgnoreCase("close");
+  /** The body holds {@code part} somewhere (a byte search, no decoding). */
+  public boolean bodyContains(byte[] part) {
+    final int n = part.length;
+    if (n == 0) {
+      return true;
     }
-    return !"HTTP/1.0".equals(version) && (header("content-length") != null || isChunked());
+    final byte first = part[0];
+    for (int i = 0, last = body.length - n; i <= last; i++) {
+      if (body[i] == first && Arrays.equals(body, i, i + n, part, 0, n)) {
+        return true;
+      }
+    }
+    return false;
   }
 
-  private boolean isChunked() {
-    final String te = header("transfer-encoding");
-    return te != null && te.toLowerCase(Locale.ROOT).contains("chunked");
+  /** System.nanoTime() right before the request's first byte was written (or its connection opened). */
+  public long getStartNanos() {
+    return startNanos;
+  }
+
+  /** System.nanoTime() right after the answer's last byte was read. */
+  public long getEndNanos() {
+    return endNanos;
+  }
+
+  /** The exchange's time in whole microseconds (truncated). */
+  public long getMicros() {
+    return (endNanos - startNanos) / 1000;
+  }
+
+  boolean keepsAlive() {
+    return keepsAlive;
   }
 
   /** The connection ended before any byte of an answer: the request can safely be sent again. */
@@ -70,95 +103,5 @@ public final class Response {
     NoAnswer(String message) {
       super(message);
     }
-  }
-
-  static Response read(InputStream in) throws IOException {
-    final int first = in.read();
-    if (first == -1) {
-      throw new NoAnswer("connection closed by the server before answering");
-    }
-    final String statusLine = (char) first + line(in);
-    final String[] parts = statusLine.split(" ", 3);
-    if (parts.length < 2 || !parts[0].startsWith("HTTP/")) {
-      throw new IOException("not an HTTP status line: " + statusLine);
-    }
-    final int status;
-    try {
-      status = Integer.parseInt(parts[1]);
-    }
-    catch (NumberFormatException e) {
-      throw new IOException("bad HTTP status: " + statusLine);
-    }
-    final Map<String, String> headers = new HashMap<>();
-    for (String h = line(in); !h.isEmpty(); h = line(in)) {
-      final int colon = h.indexOf(':');
-      if (colon > 0) {
-        headers.merge(h.substring(0, colon).trim().toLowerCase(Locale.ROOT),
-                      h.substring(colon + 1).trim(), (a, b) -> a + ", " + b);
-      }
-    }
-    final Response head = new Response(parts[0], status, headers, new byte[0]);
-    final byte[] body;
-    if (status / 100 == 1 || status == 204 || status == 304) {
-      body = new byte[0];
-    }
-    else if (head.isChunked()) {
-      body = chunked(in);
-    }
-    else if (head.header("content-length") != null) {
-      body = exactly(in, Integer.parseInt(head.header("content-length")));
-    }
-    else {
-      body = in.readAllBytes();   // delimited by the server closing the connection
-    }
-    return new Response(parts[0], status, headers, body);
-  }
-
-  private static byte[] chunked(InputStream in) throws IOException {
-    final ByteArrayOutputStream out = new ByteArrayOutputStream();
-    while (true) {
-      final String sizeLine = line(in);
-      final int semicolon = sizeLine.indexOf(';');
-      final int size;
-      try {
-        size = Integer.parseInt((semicolon < 0 ? sizeLine : sizeLine.substring(0, semicolon)).trim(), 16);
-      }
-      catch (NumberFormatException e) {
-        throw new IOException("bad chunk size: " + sizeLine);
-      }
-      if (size == 0) {
-        while (!line(in).isEmpty()) {
-          // trailers: ignored
-        }
-        return out.toByteArray();
-      }
-      out.write(exactly(in, size));
-      line(in);   // CRLF after the chunk
-    }
-  }
-
-  private static byte[] exactly(InputStream in, int n) throws IOException {
-    final byte[] b = in.readNBytes(n);
-    if (b.length != n) {
-      throw new EOFException("connection closed after " + b.length + " of " + n + " body bytes");
-    }
-    return b;
-  }
-
-  /** A CRLF- (or LF-) terminated line, without the terminator. */
-  private static String line(InputStream in) throws IOException {
-    final StringBuilder b = new StringBuilder(64);
-    int c;
-    while ((c = in.read()) != '\n') {
-      if (c == -1) {
-        throw new EOFException("connection closed in the middle of the answer's head");
-      }
-      if (b.length() > MAX_LINE) {
-        throw new IOException("header line longer than " + MAX_LINE + " bytes");
-      }
-      b.append((char) c);
-    }
-    final int end = b.length() > 0 && b.charAt(b.length() - 1) == '\r' ? b.length() - 1 : b.length();
-    return b.substring(0, end);
   }
 }

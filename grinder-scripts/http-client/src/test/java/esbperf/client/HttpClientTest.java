@@ -2,7 +2,9 @@ package esbperf.client;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.BufferedReader;
 import java.io.IOException;
@@ -157,6 +159,125 @@ class HttpClientTest {
     final Response r = c.post("/raw", "text/xml", null, big);
     assertArrayEquals(big, r.getBody());
     assertEquals(true, r.bodyEquals(big));
+  }
+
+  @Test
+  void theClockCoversTheExchangeOnly() throws Exception {
+    // The server answers 30 ms after the request arrived: the exchange takes 30 ms and a little.
+    final String url = serve(b -> {
+      try {
+        Thread.sleep(30);
+      }
+      catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      return lengthAnswer(b);
+    }, 100);
+    final HttpClient c = new HttpClient(url, 5000, true);
+    final PreparedRequest request = HttpClient.prepare(url, true, "/raw", "text/xml", null, "ping".getBytes());
+    for (int i = 0; i < 3; i++) {
+      final long before = System.nanoTime();
+      final Response r = c.send(request);
+      final long after = System.nanoTime();
+      assertEquals("ping", r.getText());
+      assertTrue(r.getMicros() >= 30_000 && r.getMicros() < 45_000, "µs " + r.getMicros());
+      assertTrue(r.getStartNanos() >= before && r.getEndNanos() <= after);
+      assertEquals((r.getEndNanos() - r.getStartNanos()) / 1000, r.getMicros());
+    }
+    assertEquals(1, c.getConnections());
+  }
+
+  @Test
+  void aPreparedRequestIsTheSameBytesEveryTime() throws Exception {
+    final String url = serve(HttpClientTest::lengthAnswer, 100);
+    final PreparedRequest request = HttpClient.prepare(url, true, "/raw", "text/xml",
+        new String[] {"SOAPAction", "\"x\""}, "body".getBytes());
+    assertEquals(4, request.getBodyLength());
+    final HttpClient a = new HttpClient(url, 5000, true);
+    final HttpClient b = new HttpClient(url, 5000, true);
+    assertEquals("body", a.send(request).getText());
+    a.close();   // the test server serves one connection at a time
+    assertEquals("body", b.send(request).getText());
+    b.close();
+    assertEquals("body", a.send(request).getText());
+    synchronized (requestHeads) {
+      assertEquals(3, requestHeads.size());
+      assertEquals(requestHeads.get(0), requestHeads.get(2));
+      assertTrue(requestHeads.get(0).startsWith("POST /raw HTTP/1.1\nHost: 127.0.0.1:"), requestHeads.get(0));
+      assertTrue(requestHeads.get(0).contains("SOAPAction: \"x\"\n"));
+    }
+    assertThrows(IllegalArgumentException.class, () -> new HttpClient(url, 5000, false).send(request));
+  }
+
+  @Test
+  void answersArrivingInSmallPiecesAreReadWhole() throws Exception {
+    // Head, chunk size lines and data split over many TCP segments: every buffer refill path.
+    final String text = "x".repeat(40_000);
+    final String answer = "HTTP/1.1 200 OK\r\nX-Echo-Backend: ws1\r\nTransfer-Encoding: chunked\r\n\r\n"
+        + "9c40\r\n" + text + "\r\n0\r\n\r\n";
+    server = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
+    final Thread t = new Thread(() -> {
+      try (Socket s = server.accept()) {
+        s.setTcpNoDelay(true);
+        s.getInputStream().read(new byte[4096]);
+        final OutputStream out = s.getOutputStream();
+        final byte[] bytes = answer.getBytes(StandardCharsets.ISO_8859_1);
+        for (int i = 0; i < bytes.length; i += 7) {
+          out.write(bytes, i, Math.min(7, bytes.length - i));
+          out.flush();
+          if (i < 200 || bytes.length - i < 200) {
+            Thread.sleep(1);
+          }
+        }
+        Thread.sleep(200);
+      }
+      catch (Exception e) {
+        // test ends
+      }
+    });
+    t.setDaemon(true);
+    t.start();
+    final Response r = new HttpClient("http://127.0.0.1:" + server.getLocalPort(), 5000, true)
+        .post("/x", "text/xml", null, "a".getBytes());
+    assertEquals(200, r.getStatus());
+    assertEquals(text, r.getText());
+    assertEquals("ws1", r.header("X-ECHO-BACKEND"));
+    assertEquals(null, r.header("Content-Length"));
+  }
+
+  @Test
+  void expectedIsMetOnlyByTheRightAnswer() throws Exception {
+    final String url = serve(HttpClientTest::lengthAnswer, 100);
+    final HttpClient c = new HttpClient(url, 5000, true);
+    final Response r = c.post("/raw", "text/xml", null, "<a>hello ws2</a>".getBytes());
+    assertTrue(new Expected("ws2", "<a>hello ws2</a>".getBytes(), null).isMetBy(r));
+    assertTrue(new Expected(null, null, "hello".getBytes()).isMetBy(r));
+    assertTrue(new Expected(null, null, "<a>hello ws2</a>".getBytes()).isMetBy(r));
+    assertFalse(new Expected("ws1", null, null).isMetBy(r));
+    assertFalse(new Expected(null, "<a>hello ws2</a> ".getBytes(), null).isMetBy(r));
+    assertFalse(new Expected(null, null, "hellO".getBytes()).isMetBy(r));
+    assertFalse(new Expected(null, null, "<a>hello ws2</a>!".getBytes()).isMetBy(r));
+    final Response fault = c.post("/raw", "text/xml", null, new byte[0]);
+    assertTrue(new Expected(null, null, null).isMetBy(fault));
+  }
+
+  @Test
+  void theCannedServerAnswersEveryRequestAtOnce() throws Exception {
+    final byte[] body = "x".repeat(100_000).getBytes();
+    try (CannedServer canned = CannedServer.start(
+        CannedServer.answer(new String[] {"X-Echo-Backend", "ws1"}, "canned".getBytes()))) {
+      for (boolean keepAlive : new boolean[] {true, false}) {
+        final HttpClient c = new HttpClient(canned.getUrl(), 5000, keepAlive);
+        for (int i = 0; i < 5; i++) {
+          final Response r = c.post("/raw", "text/xml", null, i % 2 == 0 ? body : new byte[0]);
+          assertEquals("canned", r.getText());
+          assertEquals("ws1", r.header("x-echo-backend"));
+        }
+        assertEquals(keepAlive ? 1 : 5, c.getConnections());
+        c.close();
+      }
+      assertEquals(10, canned.getServed());
+    }
   }
 
   @Test

@@ -1,0 +1,177 @@
+package esbperf.client;
+
+import java.io.IOException;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.locks.LockSupport;
+
+import net.grinder.common.GrinderException;
+import net.grinder.script.Statistics;
+import net.grinder.script.Statistics.StatisticsForTest;
+
+/**
+ * One Grinder worker thread's transactions, everything per transaction done in Java so that
+ * the script's Jython does three calls per transaction and nothing else:
+ * <ol>
+ *   <li>{@link #awaitTurn()}: in the open model, take the next ticket of the process's
+ *       {@link Schedule} and sleep until it is due (nothing in the closed model);</li>
+ *   <li>{@link #exchange()}: the Grinder test (the script records a function calling it): send
+ *       the next request's prepared bytes and read the answer, timed by the client; never
+ *       throws, a failure is kept;</li>
+ *   <li>{@link #finish()}: the data-log columns of the last test, and the fast answer check.</li>
+ * </ol>
+ * Not thread-safe: one instance per worker thread.
+ */
+public final class User {
+
+  /** {@link #finish()}: the answer met its fast check (a right answer). */
+  public static final int RIGHT = 0;
+  /** {@link #finish()}: the scenario's own check must judge the answer. */
+  public static final int CHECK = 1;
+  /** {@link #finish()}: no answer (refused, reset, timed out, malformed); already marked failed. */
+  public static final int NO_ANSWER = 2;
+
+  // The data-log columns scenario.py registers (Grinder 3.11 has userLong0..4).
+  static final String STATUS = "userLong0";
+  static final String REQUEST_BYTES = "userLong1";
+  static final String RESPONSE_BYTES = "userLong2";
+  static final String RESPONSE_US = "userLong3";
+  static final String LATENCY_US = "userLong4";
+
+  private final Requests requests;
+  private final HttpClient[] clients;   // per request; requests to one server share a client
+  private final Schedule schedule;      // null: closed model
+  private final Statistics statistics;  // grinder.statistics; null outside Grinder (unit tests)
+  private int next;
+  private int index;
+  private long due;
+  private Response answer;
+  private IOException failure;
+  private long failedAt;
+  private long micros;
+  private long latencyMicros;
+  private boolean closed;
+
+  /**
+   * @param schedule   the process's open-model schedule, or null for the closed model
+   * @param statistics grinder.statistics, or null to set no data-log column
+   */
+  public User(Requests requests, int timeoutMs, Schedule schedule, Statistics statistics) {
+    if (requests.size() == 0) {
+      throw new IllegalArgumentException("no requests");
+    }
+    this.requests = requests;
+    this.schedule = schedule;
+    this.statistics = statistics;
+    this.clients = new HttpClient[requests.size()];
+    final Map<String, HttpClient> byServer = new HashMap<>();
+    for (int i = 0; i < clients.length; i++) {
+      clients[i] = byServer.computeIfAbsent(requests.get(i).getBaseUrl(),
+          url -> new HttpClient(url, timeoutMs, requests.isKeepAlive()));
+    }
+    if (schedule != null) {
+      schedule.join();
+    }
+  }
+
+  /** Open model: sleep until the next ticket is due (at once if it is past). Closed: nothing. */
+  public void awaitTurn() {
+    if (schedule == null) {
+      return;
+    }
+    due = schedule.take();
+    long wait;
+    while ((wait = due - System.nanoTime()) > 0) {
+      LockSupport.parkNanos(wait);
+      if (Thread.currentThread().isInterrupted()) {
+        return;   // the worker is stopping
+      }
+    }
+  }
+
+  /** Send the next request and read its answer (the timed exchange). Never throws. */
+  public void exchange() {
+    index = next;
+    next = next + 1 == clients.length ? 0 : next + 1;
+    answer = null;
+    failure = null;
+    try {
+      answer = clients[index].send(requests.get(index));
+    }
+    catch (IOException e) {
+      failedAt = System.nanoTime();
+      failure = e;
+    }
+  }
+
+  /**
+   * Fill the last test's data-log columns (and mark it failed when there was no answer), then
+   * test the answer against its fast check: {@link #RIGHT}, {@link #CHECK} or {@link #NO_ANSWER}.
+   */
+  public int finish() throws GrinderException {
+    final long start = answer != null ? answer.getStartNanos() : clients[index].getLastStartNanos();
+    final long end = answer != null ? answer.getEndNanos() : failedAt;
+    micros = (end - start) / 1000;
+    if (schedule != null) {
+      latencyMicros = (end - due) / 1000;
+      schedule.started(start, start - due);
+    }
+    if (statistics != null) {
+      final StatisticsForTest last = statistics.getForLastTest();
+      last.setLong(REQUEST_BYTES, requests.get(index).getBodyLength());
+      last.setLong(RESPONSE_US, micros);
+      if (schedule != null) {
+        last.setLong(LATENCY_US, latencyMicros);
+      }
+      if (answer != null) {
+        last.setLong(STATUS, answer.getStatus());
+        last.setLong(RESPONSE_BYTES, answer.getLength());
+      }
+      else {
+        last.setSuccess(false);
+      }
+    }
+    if (answer == null) {
+      return NO_ANSWER;
+    }
+    final Expected expected = requests.expected(index);
+    return expected != null && expected.isMetBy(answer) ? RIGHT : CHECK;
+  }
+
+  /** Index of the last transaction's request (in the order of {@link Requests#add}). */
+  public int getIndex() {
+    return index;
+  }
+
+  /** The last answer, or null when there was none. */
+  public Response getAnswer() {
+    return answer;
+  }
+
+  /** Why the last exchange had no answer, or null. */
+  public String getFailure() {
+    return failure == null ? null : failure.getClass().getSimpleName() + ": " + failure.getMessage();
+  }
+
+  /** The last exchange's time in µs (until the failure when there was no answer). */
+  public long getMicros() {
+    return micros;
+  }
+
+  /** Open model: the last answer's end minus its ticket's due time, in µs. */
+  public long getLatencyMicros() {
+    return latencyMicros;
+  }
+
+  /** Close the connections; true when this was the last thread of an open-model pool. */
+  public boolean close() {
+    if (closed) {
+      return false;
+    }
+    closed = true;
+    for (HttpClient c : clients) {
+      c.close();
+    }
+    return schedule != null && schedule.leave();
+  }
+}

@@ -1,0 +1,111 @@
+"""Bad input at volume (issue 14): thousands of mutated plans (and, below, testbed files, data logs and
+monitor files), each either accepted whole or refused with ONE line that names the file and the
+problem — never a traceback, never a half-written result.
+
+Hypothesis generates the mutations: field-level ones (a field given a value of any type or shape)
+and byte-level ones (the YAML text cut short, bytes inserted, replaced or dropped)."""
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from esbperf import plan as plans
+from esbperf.errors import EsbperfError
+
+SCRATCH = Path(tempfile.mkdtemp(prefix="esbperf-bad-input-"))
+FUZZ = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
+
+VALID_PLAN = {"name": "fuzz", "scenarios": ["proxy", "cbr"], "payloads": ["1KB", "100KB"], "users": [1, 20],
+              "duration_s": 5, "warmup_s": 2, "iterations": 2, "keepalive": True, "timeout_s": 10,
+              "max_threads_per_process": 100}
+
+# Any YAML value: scalars of every kind, and lists and mappings of them.
+scalars = (st.none() | st.booleans() | st.integers(min_value=-10**20, max_value=10**20)
+           | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=20)
+           | st.sampled_from(["1KB", "0.5KB", "abc", "", "proxy", "-5", "1e3", "100 KB", "1MB", "∞", "\t"]))
+values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                                 max_size=3),
+                      max_leaves=8)
+field_names = st.sampled_from([*plans.FIELDS, "colour", "", "users ", "Rates"])
+
+
+def check_one_line(path: Path, load) -> object | None:
+    """Load `path`; the only acceptable failure is one EsbperfError line starting with the file's name."""
+    try:
+        return load(path)
+    except EsbperfError as e:
+        message = str(e)
+        assert message.startswith(str(path)), message
+        assert "\n" not in message and len(message) < 600, message
+        return None
+
+
+def usable(plan: plans.Plan) -> None:
+    """A plan that loads can be planned: steps, the users split, its record and back."""
+    steps = plan.steps(["camel", "direct"])
+    assert steps and all(s.users >= 1 and s.payload_bytes >= 1 for s in steps)
+    for s in steps[:50]:
+        processes, threads = plan.processes_threads(s.users, 2)
+        assert processes >= 1 and threads >= 1 and processes * threads * 2 >= s.users
+        assert s.rate is None or (s.rate > 0 and math.isfinite(s.rate))
+    again = plans.Plan.from_dict(plan.to_dict(), "run.json (plan)")
+    assert again.steps(["camel", "direct"]) == steps
+
+
+@FUZZ
+@given(changes=st.dictionaries(field_names, values, min_size=1, max_size=3),
+       dropped=st.lists(st.sampled_from(list(VALID_PLAN)), max_size=2))
+def test_plans_with_fields_of_any_value_load_or_fail_in_one_line(changes, dropped):
+    data = {k: v for k, v in VALID_PLAN.items() if k not in dropped}
+    data.update(changes)
+    path = SCRATCH / "fields.yaml"
+    path.write_text(yaml.safe_dump(data, allow_unicode=True))
+    plan = check_one_line(path, plans.load)
+    if plan is not None:
+        usable(plan)
+
+
+VALID_TEXT = yaml.safe_dump(VALID_PLAN, sort_keys=False).encode()
+
+
+@FUZZ
+@given(cut=st.integers(min_value=0, max_value=len(VALID_TEXT)),
+       edits=st.lists(st.tuples(st.integers(min_value=0, max_value=len(VALID_TEXT)),
+                                st.sampled_from(["insert", "replace", "delete"]),
+                                st.binary(min_size=1, max_size=3) | st.sampled_from([b":", b"-", b"\t", b"[", b"{",
+                                                                                       b"\xff", b"'", b"\n  ", b"&a"])),
+                      max_size=4))
+def test_plans_cut_short_or_garbled_load_or_fail_in_one_line(cut, edits):
+    text = bytearray(VALID_TEXT[:cut] if cut < len(VALID_TEXT) - 1 else VALID_TEXT)
+    for at, how, data in edits:
+        at = min(at, len(text))
+        if how == "insert":
+            text[at:at] = data
+        elif how == "replace":
+            text[at:at + len(data)] = data
+        else:
+            del text[at:at + len(data)]
+    path = SCRATCH / "garbled.yaml"
+    path.write_bytes(bytes(text))
+    plan = check_one_line(path, plans.load)
+    if plan is not None:
+        usable(plan)
+
+
+@pytest.mark.parametrize("text", [b"", b"\xff\xfe", b"users: [1\n", b"- a\n- b\n", b"scenarios: !!python/object:os.system x",
+                                  b"rates: [.nan]\nscenarios: [proxy]\npayloads: [1KB]\nduration_s: 1\n"])
+def test_the_command_line_says_one_line_and_exits_2(tmp_path, text):
+    path = tmp_path / "bad.yaml"
+    path.write_bytes(text)
+    process = subprocess.run([sys.executable, "-m", "esbperf", "run", "--plan", str(path), "--target", "direct",
+                              "--dry-run"], capture_output=True, text=True)
+    assert process.returncode == 2, process.stdout + process.stderr
+    [line] = process.stderr.splitlines()
+    assert line.startswith(f"esbperf: error: {path}"), line

@@ -1,0 +1,153 @@
+"""Network faults on the emulated testbed (`esbperf testbed fault`): loss and partitions drop what
+they say, and a run through Camel with 1 % loss on ws1, and one with a 5 s partition of ws1 in the
+middle of a step, counts the errors and timeouts, records the fault in the step, and goes on.
+
+An emulated testbed of its own (prefix esbn-, 198.18.231.0/24) so nothing collides with other tests."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from esbperf import plan as plans, runner, stack, testbed_fault, testbed_netns, topology
+from esbperf.errors import EsbperfError
+
+pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
+
+PREFIX, NET = "esbn-", "198.18.231"
+
+
+def write_testbed(path: Path) -> Path:
+    hosts = {"client": 10, "esb": 20, "ws1": 31, "ws2": 32, "ws3": 33}
+    data = {
+        "name": "faults", "emulated": True, "prefix": PREFIX,
+        "bridge": {"name": f"{PREFIX}br0", "address": f"{NET}.1/24"},
+        "console": {"port": 6372, "api_host": f"{NET}.10", "api_port": 6373},
+        "hosts": {role: {"address": f"{NET}.{n}", "link_mbit": 1000, "monitor_port": 7090} for role, n in hosts.items()},
+        "targets": {"direct": {"kind": "direct"}, "camel": {"kind": "esb", "esb": "camel"}},
+    }
+    data["hosts"]["esb"]["esb_ports"] = {"camel": 8280}
+    for ws in ("ws1", "ws2", "ws3"):
+        data["hosts"][ws]["echo_port"] = 8080
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+@pytest.fixture
+def testbed(tmp_path, monkeypatch):
+    monkeypatch.setenv("ESBPERF_STATE", str(tmp_path / "state"))
+    tb = topology.load(write_testbed(tmp_path / "faults.yaml"))
+    testbed_netns.down(tb)   # a killed earlier run's leftovers
+    testbed_netns.up(tb)
+    try:
+        yield tb
+    finally:
+        testbed_netns.down(tb)
+
+
+RECEIVER = """
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((sys.argv[1], 9999)); s.settimeout(1.5)
+print("ready", flush=True)
+n = 0
+try:
+    while True:
+        s.recv(100); n += 1
+except socket.timeout:
+    print(n)
+"""
+SENDER = """
+import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for i in range(2000):
+    s.sendto(b"x", (sys.argv[1], 9999))
+    if i % 50 == 0:
+        time.sleep(0.002)
+"""
+
+
+def delivered(tb, sender: str, receiver: str) -> int:
+    """UDP datagrams of 2000 sent from one emulated host that reach another."""
+    address = tb.hosts[receiver].address
+    rx = subprocess.Popen(["ip", "netns", "exec", tb.netns(receiver), sys.executable, "-c", RECEIVER, address],
+                          stdout=subprocess.PIPE, text=True)
+    assert rx.stdout.readline().strip() == "ready"
+    subprocess.run(["ip", "netns", "exec", tb.netns(sender), sys.executable, "-c", SENDER, address], check=True)
+    return int(rx.communicate(timeout=30)[0].strip())
+
+
+def test_loss_and_partition_drop_what_they_say_in_both_directions(testbed):
+    assert delivered(testbed, "ws2", "ws1") == 2000
+    assert "ws1: 30 % loss on both directions" in testbed_fault.apply(testbed, "ws1", testbed_fault.Fault(30))
+    assert testbed_fault.active(testbed) == {"ws1": testbed_fault.Fault(30).to_dict()}
+    to_ws1, from_ws1 = delivered(testbed, "ws2", "ws1"), delivered(testbed, "ws1", "ws2")
+    assert 1250 < to_ws1 < 1550 and 1250 < from_ws1 < 1550, (to_ws1, from_ws1)   # 1400 expected
+    assert delivered(testbed, "ws2", "ws3") == 2000, "the other links are untouched"
+    testbed_fault.apply(testbed, "ws1", testbed_fault.Fault(100))
+    assert delivered(testbed, "ws2", "ws1") == 0 and delivered(testbed, "ws1", "ws2") == 0
+    assert testbed_fault.clear(testbed) == ["ws1: fault removed"]
+    assert delivered(testbed, "ws2", "ws1") == 2000 and testbed_fault.active(testbed) == {}
+    spans = testbed_fault.during(testbed, 0, int(time.time() * 1000) + 1)
+    assert [(s["host"], s["description"]) for s in spans] == [("ws1", "30 % loss"), ("ws1", "partition (every packet dropped)")]
+    assert all(s["to_ms"] for s in spans), "both were removed"
+    # Delay needs netem; a kernel without it says so in one line.
+    if testbed_fault.has_netem():
+        assert "20 ms delay" in testbed_fault.apply(testbed, "ws1", testbed_fault.Fault(delay_ms=20))
+        testbed_fault.clear(testbed, "ws1")
+    else:
+        with pytest.raises(EsbperfError, match=r"^this kernel has no netem \(sch_netem\), so delay and jitter cannot"):
+            testbed_fault.apply(testbed, "ws1", testbed_fault.Fault(delay_ms=20))
+    process = subprocess.run([sys.executable, "-m", "esbperf", "testbed", "fault", "--testbed", str(testbed.path),
+                              "--host", "ws9", "--loss", "1"], capture_output=True, text=True)
+    assert process.returncode == 2 and process.stderr.startswith("esbperf: error: unknown host 'ws9'")
+
+
+@pytest.mark.slow
+def test_a_run_through_camel_under_loss_and_a_partition_counts_errors_and_goes_on(testbed, tmp_path):
+    plan_file = tmp_path / "lossy.yaml"
+    plan_file.write_text(yaml.safe_dump({"name": "lossy", "scenarios": ["proxy"], "payloads": ["1KB", "2KB"],
+                                         "users": [4], "duration_s": 8, "warmup_s": 3, "timeout_s": 2}))
+    the_plan = plans.load(plan_file)
+    group = stack.start(testbed, "camel", tmp_path / "stack", echo=lambda line: None)
+    client_state = stack.state_dirs(tmp_path / "stack")
+    try:
+        testbed_fault.apply(testbed, "ws1", testbed_fault.Fault(1))
+        token = stack.console_token_file(tmp_path / "stack")
+        lossy = runner.start(the_plan, "camel", testbed, tmp_path / "results", local_state_dirs=client_state,
+                             token_file=token)
+        testbed_fault.clear(testbed)
+        for step in lossy.glob("camel/proxy/*/4/iter-1/step.json"):
+            meta = json.loads(step.read_text())
+            [fault] = meta["network_faults"]
+            assert fault["host"] == "ws1" and fault["loss_percent"] == 1
+            totals = dict(zip(meta["console"]["columns"], meta["console"]["totals"]))
+            assert totals["Tests"] > 0, totals
+
+        def partition_mid_step():
+            deadline = time.monotonic() + 60
+            while not list((tmp_path / "stack").glob("client/agents/*/runs/lossy-*/camel/proxy/1KB/4/iter-1/*/*-data.log")):
+                assert time.monotonic() < deadline, "the first step never started"
+                time.sleep(0.1)
+            time.sleep(4)          # warm-up over, measuring
+            testbed_fault.partition(testbed, "ws1", 5)
+        cutter = threading.Thread(target=partition_mid_step, daemon=True)
+        cutter.start()
+        cut = runner.start(the_plan, "camel", testbed, tmp_path / "results", local_state_dirs=client_state,
+                           token_file=token)
+        cutter.join(30)
+        meta = json.loads((cut / "camel/proxy/1KB/4/iter-1/step.json").read_text())
+        [fault] = meta["network_faults"]
+        assert fault["host"] == "ws1" and fault["loss_percent"] == 100 and fault["to_ms"] < meta["end_ms"]
+        totals = dict(zip(meta["console"]["columns"], meta["console"]["totals"]))
+        assert totals["Errors"] > 0 and totals["Tests"] > 0, totals   # timeouts counted, the step kept
+        assert (cut / "camel/proxy/2KB/4/iter-1/step.json").is_file(), "the run went on"
+    finally:
+        testbed_fault.clear(testbed)
+        group.stop_all()
