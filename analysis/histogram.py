@@ -124,3 +124,18 @@ class Histogram:
         if self.n < 2:
             return None
         return math.sqrt(max(0, self.n * self.total_sq - self.total * self.total) / (self.n * (self.n - 1)))
+
+
+EXPORT_SCHEMA = {"run": pl.String, "step_dir": pl.String, "kind": pl.String, "value_us": pl.Int64, "count": pl.Int64}
+
+
+def export_frame(histograms: dict[tuple[str, str], dict[str, "Histogram | None"]]) -> pl.DataFrame:
+    """histograms.csv: one row per non-empty bucket of each step's distributions, keyed by
+    (run, step_dir) then kind (response, failed, latency). `value_us` is the bucket's lower
+    bound: the values counted are in [value_us, value_us + 2^max(0, bit_length(value_us) - 11))
+    (exact below 2048 µs); the counts of a kind add up to its transactions."""
+    rows = [(run, step_dir, kind, lo, n)
+            for (run, step_dir), kinds in histograms.items()
+            for kind, h in kinds.items() if h is not None
+            for lo, n in h.items()]
+    return pl.DataFrame(rows, schema=EXPORT_SCHEMA, orient="row")

@@ -90,6 +90,33 @@ def _runs_section(analysis: "Analysis") -> str:
     return "<h2 id=\"runs\">Runs and environment</h2>" + table(["", *[r.name for r in runs]], rows, len(runs) + 1)
 
 
+# run.json `calibration` per payload (esbperf/calibration.py's summary), in this order.
+CALIBRATION_COLUMNS = (("floor_mean_us", "timed floor mean µs"), ("floor_p50_us", "floor p50 µs"),
+                       ("floor_p99_us", "floor p99 µs"), ("outside_clock_us", "outside the clock µs/tx"),
+                       ("tps", "TPS"), ("threads", "threads"), ("transactions", "transactions"), ("errors", "errors"))
+
+
+def _calibration_section(analysis: "Analysis") -> str:
+    """What the client itself adds per transaction (run.json `calibration`, measured before the
+    first step): the floor under every response time, and the time outside the clock that
+    Little's law adds."""
+    rows = []
+    for run in analysis.runs:
+        calibration = run.info.get("calibration")
+        for label, entry in (calibration.items() if isinstance(calibration, dict) else []):
+            if isinstance(entry, dict):
+                rows.append([escape(run.label), escape(str(label))]
+                            + [fmt(entry.get(key), 1) if isinstance(entry.get(key), (int, float)) else "–"
+                               for key, _ in CALIBRATION_COLUMNS])
+    if not rows:
+        return ("<h2 id=\"calibration\">Client calibration</h2><p class=\"muted\">No run holds a client "
+                "calibration (run.json `calibration`).</p>")
+    return ("<h2 id=\"calibration\">Client calibration</h2><p class=\"muted\">What the client adds to every "
+            "transaction, measured before the first step against a canned answer: the timed floor is inside "
+            "each response time; the time outside the clock is per transaction, between one timed request "
+            "and the next.</p>" + table(["run", "payload", *(h for _, h in CALIBRATION_COLUMNS)], rows, 2))
+
+
 def _plan_section(plan: str, run: Run) -> str:
     body = (yaml.safe_dump(run.plan, sort_keys=False, allow_unicode=True) if run.plan
             else "(run.json holds no plan settings)")
@@ -207,7 +234,8 @@ def render(analysis: "Analysis", kind: str, folder: Path) -> str:
         f"{escape(__version__)}. Files: <a href=\"summary.csv\">summary.csv</a> (one row per step and "
         f"iteration), <a href=\"aggregate.csv\">aggregate.csv</a> (iterations pooled: mean and 95 % "
         f"confidence interval, Student t)"
-        + (", <a href=\"ratios.csv\">ratios.csv</a>" if analysis.ratios is not None else "") + ".</p>",
+        + (", <a href=\"ratios.csv\">ratios.csv</a>" if analysis.ratios is not None else "")
+        + ", <a href=\"histograms.csv\">histograms.csv</a> (every step's full µs histograms).</p>",
         _warnings_section(analysis),
         _ratios_section(analysis),
     ]
@@ -225,6 +253,7 @@ def render(analysis: "Analysis", kind: str, folder: Path) -> str:
             figures = "".join(_figure(g, folder) for g in analysis.graphs
                               if g.plan == plan and g.scenario == scenario)
             parts.append(f"<div class=\"graphs\">{figures}</div>")
+    parts.append(_calibration_section(analysis))
     parts.append(_runs_section(analysis))
     parts += [_plan_section(plan, runs[0]) for plan, runs in analysis.plans.items()]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

@@ -19,6 +19,7 @@ import polars as pl
 
 from esbperf.analysis import compare as comparing
 from esbperf.analysis import graphs as graphing
+from esbperf.analysis.histogram import export_frame
 from esbperf.analysis.page import render
 from esbperf.analysis.results import Run, label_runs, load_runs, ordered_roles
 from esbperf.analysis.stats import StepHistograms, aggregate, analyse_step, summary_frame
@@ -126,6 +127,8 @@ def build_report(run_dirs: list[Path], out: Path | None = None,
     try:
         analysis.summary.write_csv(partial / "summary.csv", float_precision=CSV_DECIMALS)
         analysis.aggregate.write_csv(partial / "aggregate.csv", float_precision=CSV_DECIMALS)
+        export_frame({key: {"response": h.response, "failed": h.failed, "latency": h.latency}
+                      for key, h in analysis.step_histograms.items()}).write_csv(partial / "histograms.csv")
         if analysis.ratios is not None:
             analysis.ratios.write_csv(partial / "ratios.csv", float_precision=CSV_DECIMALS)
         graphing.draw_all(analysis.graphs, partial / "graphs")

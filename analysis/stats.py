@@ -172,6 +172,21 @@ def console_disagrees(row: dict, sample_interval_ms: float) -> bool:
     return abs(row["starts"] - console) > console_allowance(row, sample_interval_ms)
 
 
+def network_faults(step: Step) -> str:
+    """The link faults emulated during the step (step.json `network_faults`, written by the
+    runner from `esbperf testbed fault`), as `host:what;…`; empty when there was none."""
+    faults = step.meta.get("network_faults")
+    if not isinstance(faults, list):
+        return ""
+    out = []
+    for f in faults:
+        if isinstance(f, dict):
+            what = f.get("description") or ", ".join(f"{k} {f[k]}" for k in ("loss_percent", "delay_ms", "jitter_ms")
+                                                       if f.get(k) is not None)
+            out.append(f"{f.get('host', '?')}:{what or 'fault'}")
+    return ";".join(out)
+
+
 def gc_columns(role: str, g: GcStats | None) -> dict:
     """A JVM's GC figures over the window (analysis/gc.py); empty, not zero, without its GC log."""
     figures = dict.fromkeys(GC_FIGURES) if g is None else {
@@ -223,6 +238,7 @@ def step_row(run: Run, step: Step, logs: LogStats, hosts: dict[str, HostStats],
         "log_files": logs.files, "malformed_lines": logs.malformed_lines,
         "malformed_by_file": ";".join(f"{f}:{n}" for f, n in sorted(logs.malformed_by_file.items())),
         "warmup_rows": logs.warmup_rows, "late_rows": logs.late_rows,
+        "network_faults": network_faults(step),
     }
     row["behind_schedule"] = behind_schedule(row)
     row["little_users"] = None if little(row)[0] is None else little(row)[0] * row["users"]

@@ -15,13 +15,13 @@ import polars as pl
 from esbperf.plan import size_label
 from esbperf.topology import ROLES
 
-# Grinder's six columns and esbperf's byte columns (logs before the workers timed in µs) ...
-MS_DATA_LOG_HEADER = ("Thread, Run, Test, Start time (ms since Epoch), Test time, Errors, "
-                      "HTTP status, Request bytes, Response bytes")
+# Grinder's six columns and esbperf's byte columns (logs before the workers timed in µs, other scripts) ...
+DATA_LOG_HEADER = ("Thread, Run, Test, Start time (ms since Epoch), Test time, Errors, "
+                   "HTTP status, Request bytes, Response bytes")
 # ... with the workers' wire time in µs (every step since issue 12) ...
-DATA_LOG_HEADER = MS_DATA_LOG_HEADER + ", Response us"
+US_DATA_LOG_HEADER = DATA_LOG_HEADER + ", Response us"
 # ... and in an open-model step the latency from the due start and the start's lag.
-OPEN_DATA_LOG_HEADER = DATA_LOG_HEADER + ", Latency us, Start lag us"
+OPEN_DATA_LOG_HEADER = US_DATA_LOG_HEADER + ", Latency us, Start lag us"
 THESIS_PAYLOADS = {size_label(b): b for b in (1024, 50 * 1024, 100 * 1024, 500 * 1024, 1024 * 1024)}
 THESIS_USERS = (1, 20, 40, 80, 160, 320)
 BASE_MS = 1_795_239_161_376
@@ -97,7 +97,7 @@ def write_random_logs(folder: Path, rows: int, files: int, start_ms: int, end_ms
     with `lag_us`, open-model columns too (start lags exponential around it)."""
     rng = np.random.default_rng(seed)
     paths = []
-    header = MS_DATA_LOG_HEADER if not micros else DATA_LOG_HEADER if lag_us is None else OPEN_DATA_LOG_HEADER
+    header = DATA_LOG_HEADER if not micros else US_DATA_LOG_HEADER if lag_us is None else OPEN_DATA_LOG_HEADER
     for f in range(files):
         n = rows // files + (1 if f < rows % files else 0)
         errors = (rng.random(n) < error_rate).astype(np.int64)

@@ -75,6 +75,11 @@ def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
         out.append(f"{len(short)} step(s) measured for less than {MIN_SAMPLES_PER_STEP} console sample intervals, "
                    "so the console's own statistics hold few samples and their figures are coarse: "
                    + _listing(short, lambda r: f"{r['window_s']:g} s, interval {interval[r['run']]:g} ms"))
+    faulty = [r for r in rows if r["network_faults"]]
+    if faulty:
+        out.append(f"{len(faulty)} step(s) ran while a network fault was emulated on a link (`esbperf testbed "
+                   "fault`: loss, delay), so they measure the fault, not the ESB: "
+                   + _listing(faulty, lambda r: r["network_faults"]))
     flagged = [r for r in rows if r["bottleneck"]]
     if flagged:
         out.append(f"{len(flagged)} step(s) ran with a host's CPU or link saturated, so they are not an ESB "

@@ -34,7 +34,7 @@ WARMUP_END = T0 + 30_000
 END = T0 + 40_000            # a 10-second measurement window
 
 
-def data_log(path: Path, rows: list[tuple], header: str = synthetic.DATA_LOG_HEADER, tail: bytes = b"") -> Path:
+def data_log(path: Path, rows: list[tuple], header: str = synthetic.US_DATA_LOG_HEADER, tail: bytes = b"") -> Path:
     """A data log with exactly these rows (and optionally raw bytes appended)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     body = header + "\n" + "".join(", ".join(str(v) for v in r) + "\n" for r in rows)
@@ -44,12 +44,12 @@ def data_log(path: Path, rows: list[tuple], header: str = synthetic.DATA_LOG_HEA
 
 def ok_row(start: int, ms: int, thread: int = 0, status: int = 200, errors: int = 0,
            request: int = 1024, response: int = 1100, us: int | None = None) -> tuple:
-    """A row under synthetic.DATA_LOG_HEADER: `Response us` is ms × 1000 unless given."""
+    """A row under synthetic.US_DATA_LOG_HEADER: `Response us` is ms × 1000 unless given."""
     return (thread, 0, 1, start, ms, errors, status, request, response, ms * 1000 if us is None else us)
 
 
 def ms_row(start: int, ms: int, thread: int = 0, errors: int = 0) -> tuple:
-    """A row under synthetic.MS_DATA_LOG_HEADER (no µs column)."""
+    """A row under synthetic.DATA_LOG_HEADER (no µs column)."""
     return ok_row(start, ms, thread, errors=errors)[:9]
 
 
@@ -108,7 +108,7 @@ def test_warmup_is_cut_at_the_exact_timestamp(tmp_path: Path):
 
 def test_a_log_with_only_its_header_adds_nothing(tmp_path: Path):
     # An agent whose threads had no user in a step (1 user over 2 agents) writes just the header.
-    header = synthetic.DATA_LOG_HEADER + "\n"
+    header = synthetic.US_DATA_LOG_HEADER + "\n"
     (tmp_path / "a-0-data.log").write_text(header + "0, 0, 1, 1000, 5, 0, 200, 10, 10, 5123\n")
     (tmp_path / "b-0-data.log").write_text(header)
     stats = log_stats(sorted(tmp_path.glob("*-data.log")), 0, 2000)
@@ -187,7 +187,7 @@ def test_student_t_and_confidence_interval():
 
 def test_monitor_cpu_network_gaps(tmp_path: Path):
     path = synthetic.write_monitor(tmp_path, "esb", T0, WARMUP_END, END, cpu_percent=42.0,
-                                   rx_mbit=80.0, tx_mbit=40.0, interfaces=("eth0", "eth1"), gaps_ms=(1500, 500))
+                                   rx_mbit=80.0, tx_mbit=40.0, gaps_ms=(1500, 500))
     with open(path, "a") as f:   # warm-up samples do not count; a bad line is counted
         f.write(f"{T0},warmup,cpu.total,,100\nnot,a,monitor,line\n")
     h = host_stats(path, "esb", link_mbit=100)
@@ -215,7 +215,8 @@ def test_monitor_counter_reset_adds_nothing(tmp_path: Path):
     path = tmp_path / "monitor-ws1.csv"
     path.write_text("\n".join(rows) + "\n3500,measure,cpu.total,,10")   # last line cut short
     h = host_stats(path, "ws1")
-    assert h.tx_mbit == pytest.approx(2 * 8 / 3)      # 2 MB over 3 s; the reset is not negative traffic
+    # 2 MB over the 2 s of the counted intervals: the reset's interval is left out, not negative traffic
+    assert h.tx_mbit == pytest.approx(2 * 8 / 2)
     assert h.cpu_mean == pytest.approx(47.5) and h.cpu_max == 100
     assert h.malformed_lines == 1 and h.link_percent is None
 
@@ -262,7 +263,7 @@ def test_graphs_hold_the_expected_series(tmp_path: Path):
     assert tps_users["camel"].x == [1, 20, 40, 80, 160, 320]
     assert tps_users["camel"].y == pytest.approx([1500 / 25] * 6, rel=0.05)   # 20 of 25 s measured
     assert tps_users["direct"].y == pytest.approx([2000 / 25] * 6, rel=0.05)
-    assert all(e is not None and e >= 0 for e in tps_users["camel"].err)          # 2 iterations -> CI
+    assert all(e is not None and e[0] == e[1] >= 0 for e in tps_users["camel"].err)   # 2 iterations -> CI
     assert tps_users["camel"].bottleneck == [False] * 5 + [True]
     assert not any(tps_users["direct"].bottleneck)
 
@@ -419,7 +420,8 @@ def test_compare_writes_ratios_against_the_first_run(tmp_path: Path):
     ratios = pl.read_csv(out / "ratios.csv")
     assert ratios.height == 10 and set(ratios["run"]) == {"camel-run"}
     assert set(ratios["run_reference"]) == {"direct-run"}
-    assert ratios["tps_ratio"].to_list() == pytest.approx([0.75] * 10, rel=0.03)
+    # 1500 vs 2000 rows, ~80 % of them in the window by chance (random start times): a few % of noise
+    assert ratios["tps_ratio"].to_list() == pytest.approx([0.75] * 10, rel=0.06)
     row = ratios.filter((pl.col("users") == 1) & (pl.col("payload_bytes") == 1024)).to_dicts()[0]
     assert row["rt_mean_ms_ratio"] == pytest.approx(row["rt_mean_ms"] / row["rt_mean_ms_reference"], rel=1e-3)
     html = (out / "report.html").read_text()
