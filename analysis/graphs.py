@@ -95,6 +95,7 @@ class Graph:
     scenario: str = ""
     plan: str = ""
     files: dict[str, Path] = field(default_factory=dict)   # filled by draw()
+    ylims: list[tuple[float, float]] = field(default_factory=list)   # each panel's y range, filled by draw()
 
 
 def slug(text: str) -> str:
@@ -366,6 +367,7 @@ def draw(graph: Graph, out_dir: Path, colors: dict[str, str] | None = None) -> d
         ax.set_xlabel(graph.xlabel + (f"\n{graph.bars}" if bars and graph.bars else ""))
         ax.grid(True, alpha=0.3)
         ax.set_ylim(bottom=graph.ymin, top=graph.ymax)
+    graph.ylims = [tuple(ax.get_ylim()) for ax in axes]
     axes[0].set_ylabel(graph.ylabel)
     axes[-1].legend(fontsize="small")
     out_dir.mkdir(parents=True, exist_ok=True)
