@@ -268,21 +268,15 @@ def _aggregate(rows: pl.LazyFrame, warmup_end_ms: int, end_ms: int, paths: list[
             stats.latency.add(r["lo"], r["n"], r["offsets"], r["offsets_sq"], r["low"], r["high"])
 
 def threads_in_window(paths: list[Path], start_ms: int, end_ms: int) -> dict[str, int]:
-    """Per data log (by file name): how many distinct threads started a transaction in
-    [start_ms, end_ms). The runner checks with it that `users` threads loaded the target."""
-    counts = {}
-    for path in paths:
-        header, complete = read_header(path)
-        names = [n.strip() for n in header.split(SEPARATOR)] if header and complete else []
-        rows = complete_data_lines(path)
-        if "Thread" not in names or "Start time (ms since Epoch)" not in names or rows == 0 \
-                or path.stat().st_size <= len(header.encode()) + 2:
-            counts[path.name] = 0
-            continue
-        frame = pl.scan_csv(path, has_header=False, skip_rows=1, separator=",", quote_char=None,
-                            schema={f"c{i}": pl.Int64 for i in range(len(names))} | {"extra": pl.String},
-                            ignore_errors=True, truncate_ragged_lines=True, n_rows=rows)
-        thread, start = f"c{names.index('Thread')}", f"c{names.index('Start time (ms since Epoch)')}"
-        counts[path.name] = (frame.filter((pl.col(start) >= start_ms) & (pl.col(start) < end_ms))
-                             .select(pl.col(thread).n_unique()).collect().item())
-    return counts
+    """threads_seen as the runner calls it after a step (esbperf/collect.py): the same count, one
+    definition; a file that is not a data log counts 0 threads instead of stopping the run."""
+    try:
+        return threads_seen(paths, start_ms, end_ms)
+    except EsbperfError:
+        counts = {}
+        for path in paths:
+            try:
+                counts.update(threads_seen([path], start_ms, end_ms))
+            except EsbperfError:
+                counts[path.name] = 0
+        return counts
