@@ -3,7 +3,8 @@
 Builds what is missing, brings up the emulated five-host testbed (network namespaces; the
 loopback `local` testbed when not root), starts the three echo services, the ESB, the console,
 an agent and the monitors on their hosts, runs short versions of both thesis sweeps (payload
-and concurrency) through the ESB's direct proxy and against the direct baseline, writes the
+and concurrency) and of the open-model sweep (arrival rates) through the ESB's direct proxy and
+against the direct baseline, writes the
 report, and stops and removes everything it started."""
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from esbperf.project import (CAMEL, CONTROL_API, GRINDER_HOME, HTTP_CLIENT, JAXW
                              ensure_built)
 
 ESB_MODULES = {"camel": CAMEL, "synapse": SYNAPSE}
-DEMO_PLANS = ("demo-payload", "demo-concurrency")
+DEMO_PLANS = ("demo-payload", "demo-concurrency", "demo-open")
 
 
 def default_testbed() -> str:
@@ -59,7 +60,8 @@ def run_demo(testbed_name: str | Path, esb: str, out: Path, console: Console,
             console.rule(f"{the_plan.name} → {esb} and direct")
             runs.append(runner.start(the_plan, [esb, "direct"], testbed, demo_dir, console=console,
                                      local_state_dirs=stack.state_dirs(workdir),
-                                     token_file=stack.console_token_file(workdir)))
+                                     token_file=stack.console_token_file(workdir),
+                                     restart_esb=stack.esb_restarter(group, testbed)))
         from esbperf.analysis.report import write_report   # matplotlib only once there is data
         report = write_report(runs, demo_dir / "report")
     finally:

@@ -34,7 +34,9 @@ FIELDS = {
     "keepalive": "true or false",
     "timeout_s": "seconds to wait for an answer (positive number)",
     "max_threads_per_process": "worker threads per worker process at most (positive integer)",
+    "restart": "per-run (the ESB runs through the whole run) or per-step (restarted and verified before each step)",
 }
+RESTARTS = ("per-run", "per-step")
 
 
 def parse_size(value: Any) -> int:
@@ -54,8 +56,14 @@ def parse_size(value: Any) -> int:
     return int(size)
 
 
+SCRIPT_PAYLOAD = 0   # the payload of a user's own script's steps: whatever the script sends
+
+
 def size_label(size: int) -> str:
-    """Folder-friendly label: 1024 -> 1KB, 512 -> 0.5KB, 1048576 -> 1024KB, 1000 -> 1000B."""
+    """Folder-friendly label: 1024 -> 1KB, 512 -> 0.5KB, 1048576 -> 1024KB, 1000 -> 1000B;
+    0 (a user's script decides) -> script."""
+    if size == SCRIPT_PAYLOAD:
+        return "script"
     kb = size / 1024
     if size % 128 == 0:
         return f"{kb:g}KB"
@@ -122,6 +130,8 @@ class Plan:
     max_threads_per_process: int = 100
     description: str = ""
     rates: list[float] = field(default_factory=list)   # non-empty: an open-model plan
+    script: str = ""            # a user's own Grinder script runs the steps (its name is the scenario)
+    restart: str = "per-run"    # per-step: a fresh ESB process for every step
     source: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -167,6 +177,10 @@ class Plan:
         d.pop("extra")
         if not d["rates"]:
             d.pop("rates")           # a closed plan, as its file says it
+        if not d["script"]:
+            d.pop("script")
+        if d["restart"] == "per-run":
+            d.pop("restart")         # the default, as plans without the field say it
         return d
 
     @classmethod
@@ -174,7 +188,12 @@ class Plan:
         """A plan as recorded in run.json (to_dict), validated again."""
         data = dict(data)
         original = data.pop("source", "")
-        plan = _validate(data, source)
+        script = data.pop("script", "")
+        if script:                   # as recorded: the script's name as scenario, its own payload
+            data.pop("scenarios", None)
+            if data.get("payloads") == [SCRIPT_PAYLOAD]:
+                del data["payloads"]
+        plan = _validate(data, source, script)
         plan.source = original or source
         return plan
 
@@ -183,19 +202,24 @@ def resolve(name_or_path: str | Path) -> Path:
     return resolve_named(name_or_path, PLANS, "plan")
 
 
-def load(name_or_path: str | Path) -> Plan:
+def load(name_or_path: str | Path, script: str = "") -> Plan:
+    """The plan `name_or_path`; with `script` (a user's own Grinder script's name), a plan of
+    users, durations and iterations for it: no scenarios, payloads only as a setting for the script."""
     path = resolve(name_or_path)
-    return _validate(load_yaml(path), str(path))
+    return _validate(load_yaml(path), str(path), script)
 
 
-def _validate(data: dict, source: str) -> Plan:
+def _validate(data: dict, source: str, script: str = "") -> Plan:
     def fail(name: str, got: Any) -> None:
         raise EsbperfError(f"{source}: field '{name}' must be {FIELDS[name]}, got {got!r}")
 
     unknown = [k for k in data if k not in FIELDS]
     if unknown:
         raise EsbperfError(f"{source}: unknown field '{unknown[0]}' (allowed: {', '.join(FIELDS)})")
-    for required in ("scenarios", "payloads", "duration_s") + (() if "rates" in data else ("users",)):
+    if script and "scenarios" in data:
+        raise EsbperfError(f"{source}: field 'scenarios' does not apply with --script: the script is the one "
+                           "scenario; remove it (or give the plan without --script)")
+    for required in (() if script else ("scenarios", "payloads")) + ("duration_s",) + (() if "rates" in data else ("users",)):
         if required not in data:
             raise EsbperfError(f"{source}: field '{required}' is missing; it must be {FIELDS[required]}")
 
@@ -213,12 +237,12 @@ def _validate(data: dict, source: str) -> Plan:
         return value
 
     names = scenarios.names()
-    scenario_list = a_list("scenarios")
-    for i, s in enumerate(scenario_list):
+    scenario_list = [script] if script else a_list("scenarios")
+    for i, s in enumerate([] if script else scenario_list):
         if s not in names:
             raise EsbperfError(f"{source}: scenarios[{i}]: unknown scenario {s!r} (allowed: {', '.join(names)})")
-    payloads = []
-    for i, p in enumerate(a_list("payloads")):
+    payloads = [] if "payloads" in data or not script else [SCRIPT_PAYLOAD]
+    for i, p in enumerate(a_list("payloads") if "payloads" in data else []):
         try:
             payloads.append(parse_size(p))
         except ValueError:
@@ -235,18 +259,22 @@ def _validate(data: dict, source: str) -> Plan:
         if isinstance(r, bool) or not isinstance(r, (int, float)) or not r > 0 or r != r or r == float("inf"):
             raise EsbperfError(f"{source}: rates[{i}]: must be a positive number of requests per second, got {r!r}")
         rates.append(r)
+    restart = data.get("restart", "per-run")
+    if restart not in RESTARTS:
+        fail("restart", restart)
     keepalive = data.get("keepalive", True)
     if not isinstance(keepalive, bool):
         fail("keepalive", keepalive)
     return Plan(
         name=str(data.get("name", Path(source).stem)),
         description=str(data.get("description", "")),
-        scenarios=list(scenario_list), payloads=payloads, users=users, rates=rates,
+        scenarios=list(scenario_list), payloads=payloads, users=users, rates=rates, script=script,
         duration_s=number("duration_s", None, 0),
         warmup_s=number("warmup_s", 0, 0, strict=False),
         iterations=number("iterations", 1, 1, integer=True),
         keepalive=keepalive,
         timeout_s=number("timeout_s", 120, 0),
         max_threads_per_process=number("max_threads_per_process", 100, 1, integer=True),
+        restart=restart,
         source=source,
     )

@@ -70,7 +70,7 @@ def held_by(host: str, port: int, netns: str | None = None) -> str:
     namespace `netns` (default: ours); '' when the OS does not tell (another namespace, no
     permission to see the process)."""
     try:
-        holder = _listener_pid(host, port, netns)
+        holder = listener_pid(host, port, netns)
         if holder is None:
             return ""
         with open(f"/proc/{holder}/cmdline", "rb") as f:
@@ -101,7 +101,7 @@ def short_command(argv: Sequence[str], limit: int = COMMAND_CHARS) -> str:
     return line if len(line) <= limit else line[:limit - 1] + "…"
 
 
-def _listener_pid(host: str, port: int, netns: str | None) -> int | None:
+def listener_pid(host: str, port: int, netns: str | None = None) -> int | None:
     """The (lowest) pid of a process holding the socket that listens on host:port."""
     tables = f"/proc/{_pid_in_netns(netns)}/net" if netns else "/proc/self/net"
     try:

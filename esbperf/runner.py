@@ -12,6 +12,7 @@ interrupted run — Ctrl-C, a full disk, a console gone for good — keeps its f
 from __future__ import annotations
 
 import errno
+import shutil
 import time
 from pathlib import Path
 from typing import Callable, Iterable
@@ -21,7 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from esbperf import collect, environment, estimate, plan as plans, procs, results, scenarios, topology
+from esbperf import collect, environment, estimate, plan as plans, procs, results, scenarios, topology, user_script
 from esbperf.config import AgentConfig, ConsoleConfig, state_dir
 from esbperf.console import ControlClient, control_client, statistics
 from esbperf.errors import EsbperfError
@@ -33,11 +34,6 @@ AGENT_WAIT_S = 10
 MAX_SKEW_MS = 100.0   # a host's clock further off than this refuses the run (monitor windows would shift)
 LAYOUT = 2   # step folders <target>/<scenario>/<payload>/<users>/[rate-<r>/]iter-<n>
 LOAD_ROLES = ("client",)   # roles whose machines run agents (load hosts join them when the testbed names them)
-
-
-def _url_host_port(url: str) -> tuple[str, int]:
-    host, port = url.split("//", 1)[1].rsplit(":", 1)
-    return host.strip("[]"), int(port)
 
 
 def _targets(testbed: topology.Testbed, names: Iterable[str]) -> dict[str, topology.Target]:
@@ -79,7 +75,7 @@ def preflight(client: ControlClient, targets: dict[str, topology.Target], plan: 
     client.version()   # raises with the address it tried
     for target in targets.values():
         for url in [target.url] if target.kind == "esb" else list(dict.fromkeys(target.backends.values())):
-            host, port = _url_host_port(url)
+            host, port = topology.host_port(url)
             if not procs.port_open(host, port, PREFLIGHT_TIMEOUT_S):
                 raise EsbperfError(f"target {target.name} does not answer at {url} (tried for {PREFLIGHT_TIMEOUT_S} s)")
     try:
@@ -105,6 +101,14 @@ def monitored_roles(testbed: topology.Testbed) -> list[str]:
     """Roles whose monitor answers now; only those are collected for each step."""
     return [role for role, host in testbed.hosts.items()
             if host.monitor_port and procs.port_open(host.address, host.monitor_port, 0.5)]
+
+
+def monitor_samplers(testbed: topology.Testbed, roles: list[str]) -> dict[str, str | None]:
+    """Which sampler each monitor runs (sigar, or OSHI where sigar's library cannot load), for run.json."""
+    from esbperf.monitor import status
+
+    return {role: (status(testbed.hosts[role].address, testbed.hosts[role].monitor_port, PREFLIGHT_TIMEOUT_S)
+                   or {}).get("sampler") for role in roles}
 
 
 def clock_skews(testbed: topology.Testbed, roles: list[str], max_skew_ms: float) -> dict[str, dict | None]:
@@ -163,7 +167,7 @@ def execute(ctx: RunContext, client: ControlClient, console: Console) -> list[st
     todo = [s for s in steps if not results.is_finished(ctx.dir, s)]
     _prepare(client)
     calibrating = time.monotonic()
-    if "calibration" not in ctx.record:
+    if "calibration" not in ctx.record and not ctx.plan.script:   # the client calibrated is scenario.py
         ctx.record["calibration"] = calibrate(ctx, client, console)
         results.write_json(ctx.dir / results.RUN_FILE, ctx.record)
     calibration_wall = time.monotonic() - calibrating
@@ -229,18 +233,33 @@ def calibrate(ctx: RunContext, client: ControlClient, console: Console) -> dict:
     return found
 
 
+def _check_restart(plan: plans.Plan, targets: dict[str, topology.Target],
+                   restart_esb: Callable[[str], int] | None) -> None:
+    if plan.restart == "per-step" and restart_esb is None and any(t.kind == "esb" for t in targets.values()):
+        raise EsbperfError(f"plan {plan.name} restarts the ESB before each step (restart: per-step), which needs the "
+                           "ESB started by esbperf's launcher (`esbperf demo`); this run was not given one")
+
+
 def _context(run_dir: Path, plan: plans.Plan, testbed: topology.Testbed, targets: dict[str, topology.Target],
              agents: list[Agent], local: collect.LocalAgents, connect: Callable[[], ControlClient],
-             record: dict, verify: bool, roles: list[str], began: float) -> RunContext:
+             record: dict, verify: bool, roles: list[str], began: float,
+             restart_esb: Callable[[str], int] | None) -> RunContext:
+    record["restart"] = plan.restart
     return RunContext(run_dir, plan, testbed, targets, agents, [local], connect, record, verify, roles, began,
-                      local.state_dirs)
+                      local.state_dirs, restart_esb)
 
 
 def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Testbed, out: Path,
           verify: bool = True, console: Console | None = None,
           local_state_dirs: Iterable[Path] = (), max_skew_ms: float = MAX_SKEW_MS,
-          token_file: Path | None = None) -> Path:
+          token_file: Path | None = None, script: user_script.UserScript | None = None,
+          script_properties: Path | None = None, restart_esb: Callable[[str], int] | None = None) -> Path:
     """Run `plan` against the target(s) into a new run folder under `out`; return that folder.
+
+    script: a user's own Grinder script (user_script.load) runs the steps instead of scenario.py;
+    the plan is then one loaded for it (plans.load(..., script=NAME)), and the scenario contract is
+    not verified (the script has its own checks). restart_esb: the launcher's restart of an ESB by
+    name, returning its new pid (a plan with `restart: per-step` needs it).
 
     local_state_dirs: state folders of this machine's agents besides the default one (a launcher
     that gave the client's services a state folder of their own). token_file: the console's token
@@ -251,6 +270,10 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
     if not names:
         raise EsbperfError("give at least one --target")
     targets = _targets(testbed, names)
+    _check_restart(plan, targets, restart_esb)
+    if bool(script) != bool(plan.script):
+        raise EsbperfError("a user's script needs a plan loaded for it, and such a plan needs its script")
+    verify = verify and not script
     local = collect.LocalAgents([state_dir(), *local_state_dirs])
     connect = lambda: control_client(testbed, token_file)   # noqa: E731 - re-read: a restarted console has a new token
     client = connect()
@@ -260,12 +283,17 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
     run_dir = results.new_run_dir(out.resolve(), f"{plan.name}-{'+'.join(names)}-{time.strftime('%Y%m%d-%H%M%S')}")
     record = _record(plan, targets, testbed, agents, client.version())
     record["monitored_roles"] = roles
+    record["samplers"] = monitor_samplers(testbed, roles)
     record["clock_skew"] = {"max_ms": max_skew_ms, "hosts": skews}
     record["local_state_dirs"] = [str(d) for d in local.state_dirs]
     if token_file:
         record["console_token_file"] = str(token_file)   # where, for --resume; never the token
+    if script:
+        kept = user_script.keep(script, run_dir, script_properties)
+        record["script"] = kept.record()
+        _stage_script(record, kept, run_dir)
     results.write_json(run_dir / results.RUN_FILE, record)
-    ctx = _context(run_dir, plan, testbed, targets, agents, local, connect, record, verify, roles, began)
+    ctx = _context(run_dir, plan, testbed, targets, agents, local, connect, record, verify, roles, began, restart_esb)
     console.print(f"run {run_dir} — {len(plan.steps(names))} steps of {plan.step_seconds():g} s against "
                   f"{', '.join(names)}; agents: {', '.join(f'{a.name} ({a.host})' for a in agents)}; "
                   f"monitors: {', '.join(roles) or 'none'}")
@@ -274,7 +302,8 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
 
 
 def resume(run_dir: Path, verify: bool = True, console: Console | None = None,
-           max_skew_ms: float = MAX_SKEW_MS, token_file: Path | None = None) -> Path:
+           max_skew_ms: float = MAX_SKEW_MS, token_file: Path | None = None,
+           restart_esb: Callable[[str], int] | None = None) -> Path:
     """Continue a run with its unfinished steps, using the plan and targets it recorded."""
     began = time.monotonic()
     console = console or Console()
@@ -284,8 +313,12 @@ def resume(run_dir: Path, verify: bool = True, console: Console | None = None,
         raise EsbperfError(f"{run_dir} was made by an earlier esbperf (its step folders have no target level); "
                            "finish it with that version, or start a new run")
     plan = plans.Plan.from_dict(record["plan"], f"{run_dir / results.RUN_FILE} (plan)")
+    if record.get("script"):
+        _stage_script(record, user_script.from_record(run_dir, record["script"]), run_dir)
+        verify = False
     testbed = topology.load(record["testbed"]["file"])
     targets = _targets(testbed, [t["name"] for t in record["targets"]])
+    _check_restart(plan, targets, restart_esb)
     local = collect.LocalAgents([state_dir(), *map(Path, record.get("local_state_dirs", []))])
     if token_file is None and record.get("console_token_file"):
         token_file = Path(record["console_token_file"])
@@ -301,16 +334,27 @@ def resume(run_dir: Path, verify: bool = True, console: Console | None = None,
         console.print(f"{run_dir}: all {done} steps are already finished")
         return run_dir
     record["agents"] = [{"name": a.name, "host": a.host} for a in agents]
-    ctx = _context(run_dir, plan, testbed, targets, agents, local, connect, record, verify, roles, began)
+    ctx = _context(run_dir, plan, testbed, targets, agents, local, connect, record, verify, roles, began, restart_esb)
     console.print(f"resuming {run_dir}: {done} of {len(steps)} steps already finished")
     _execute_interruptibly(ctx, client, console)
     return run_dir
 
 
+def _stage_script(record: dict, script: user_script.UserScript, run_dir: Path) -> None:
+    """Put the run's script where the console distributes from (again on --resume: the staging
+    folder is not kept); run.json names it for the workers (esbperf.user.script)."""
+    record["script"]["staged"] = user_script.stage(script, ConsoleConfig.load().distribution_directory, run_dir.name)
+
+
 def _execute_interruptibly(ctx: RunContext, client: ControlClient, console: Console) -> None:
     procs.raise_on_sigterm()
     try:
-        aside = execute(ctx, client, console)
+        try:
+            aside = execute(ctx, client, console)
+        finally:
+            if ctx.record.get("script"):   # staged for this command only; --resume stages it again
+                shutil.rmtree(ConsoleConfig.load().distribution_directory
+                              / Path(ctx.record["script"]["staged"]).parent, ignore_errors=True)
     except KeyboardInterrupt:
         try:
             ctx.connect().stop_workers()
@@ -377,19 +421,33 @@ def plan_run(plan: plans.Plan, target_names: list[str], testbed: topology.Testbe
 @click.option("--token-file", type=click.Path(dir_okay=False, path_type=Path),
               help="The console's control-API token (default: $ESBPERF_CONSOLE_TOKEN, or the token file of "
                    "the console started from this state folder).")
+@click.option("--script", "script_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Run this Grinder 3 Jython script (your own) instead of esbperf's scenarios; the plan "
+                   "gives users, durations and iterations, no scenarios.")
+@click.option("--properties", "properties_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="The script's grinder.properties: the settings that shape its load (sleep factors, ramp-up).")
 def run(plan_name, target_names, only, out, testbed_name, resume_dir, no_verify, report, dry_run, max_skew_ms,
-        token_file) -> None:
+        token_file, script_file, properties_file) -> None:
     """Run a sweep plan against one or more targets through the console; one results folder per step."""
     if resume_dir:
         if dry_run:
             raise EsbperfError("--dry-run plans a new run; it does not take --resume")
-        if plan_name or target_names or only:
-            raise EsbperfError("--resume continues a run with its own plan and targets; do not give --plan/--target/--scenario")
+        if plan_name or target_names or only or script_file or properties_file:
+            raise EsbperfError("--resume continues a run with its own plan, targets and script; do not give "
+                               "--plan/--target/--scenario/--script/--properties")
         folder = resume(resume_dir, verify=not no_verify, max_skew_ms=max_skew_ms, token_file=token_file)
     else:
         if not plan_name or not target_names:
             raise EsbperfError("give --plan and --target (or --resume DIR)")
-        the_plan = plans.load(plan_name)
+        if properties_file and not script_file:
+            raise EsbperfError("--properties is the properties file of a --script; give the script too")
+        script = user_script.load(script_file, properties_file) if script_file else None
+        the_plan = plans.load(plan_name, script=script.name if script else "")
+        if script and only:
+            raise EsbperfError("--scenario chooses esbperf's scenarios; a --script is its own one scenario")
+        if script and script.ignored:
+            click.echo(f"{properties_file}: ignored (set per step by the runner, or by the testbed): "
+                       f"{', '.join(script.ignored)}")
         if only:
             known = scenarios.names()
             for s in only:
@@ -400,7 +458,7 @@ def run(plan_name, target_names, only, out, testbed_name, resume_dir, no_verify,
             plan_run(the_plan, list(target_names), topology.load(testbed_name), Console())
             return
         folder = start(the_plan, list(target_names), topology.load(testbed_name), out, verify=not no_verify,
-                       max_skew_ms=max_skew_ms, token_file=token_file)
+                       max_skew_ms=max_skew_ms, token_file=token_file, script=script, script_properties=properties_file)
     click.echo(f"results: {folder}")
     if report:
         from esbperf.analysis.report import write_report   # matplotlib only once there is data

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Callable
 
 from esbperf import procs
 from esbperf import console
@@ -43,6 +44,20 @@ def state_dirs(workdir: Path) -> list[Path]:
 def console_token_file(workdir: Path) -> Path:
     """The token file of the console `start` starts (in the client's state folder)."""
     return console.token_file(state_dir_of(workdir, "client") / "console")
+
+
+def esb_restarter(group: procs.ProcessGroup, testbed: Testbed) -> Callable[[str], int]:
+    """Restart the ESB that `start` started (a plan with `restart: per-step`): the same command,
+    stopped and started again, ready when its port answers; returns the pid of the ESB's JVM."""
+    def restart(esb: str) -> int:
+        [process] = [p for p in group.processes if p.name == "esb esb"]
+        host = testbed.hosts["esb"]
+        process.stop()
+        process.start()
+        process.wait_until(lambda: procs.port_open(host.address, host.esb_ports[esb]), START_TIMEOUT_S,
+                           f"answering at {host.address}:{host.esb_ports[esb]}")
+        return procs.listener_pid(host.address, host.esb_ports[esb], process.netns) or process.pid
+    return restart
 
 
 def start(testbed: Testbed, esb: str | None, workdir: Path, echo=print) -> procs.ProcessGroup:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from esbperf import collect, environment, plan as plans, results
+from esbperf import collect, environment, plan as plans, procs, results, user_script
 from esbperf.console import ConsoleUnreachable, ControlClient, statistics
 from esbperf.errors import EsbperfError
 from esbperf.topology import Target, Testbed
@@ -30,6 +30,7 @@ CONSOLE_RETURN_S = 120       # how long a run waits for a console that stopped a
 SAFETY_NET_S = 30
 AGENT_PURGE_S = 5            # the console drops a dead agent ~3 s after its workers end
 TARGET_CHECK_TIMEOUT_S = 5
+RESTART_READY_S = 120       # an ESB's start on a busy 2-core machine can take a while
 
 
 def now_ms() -> int:
@@ -72,6 +73,8 @@ class RunContext:
     monitored_roles: list[str] = field(default_factory=list)
     began: float = field(default_factory=time.monotonic)   # when the command started (for the overhead)
     state_dirs: list[Path] = field(default_factory=list)   # this machine's state folders (GC logs are there)
+    # A plan with `restart: per-step`: restarts the named ESB through its launcher, returns its new pid.
+    restart_esb: Callable[[str], int] | None = None
 
 
 def step_properties(ctx: RunContext, step: plans.Step, processes: int, threads: int, log_folder: str) -> dict:
@@ -99,6 +102,11 @@ def step_properties(ctx: RunContext, step: plans.Step, processes: int, threads: 
         properties["esbperf.target.url"] = target.url
     for backend, url in target.backends.items():
         properties[f"esbperf.backend.{backend}"] = url
+    script = ctx.record.get("script")
+    if script:   # a user's own script, run by the wrapper with its own settings (never over the runner's)
+        properties = {**script["properties"], **properties}
+        properties["grinder.script"] = user_script.WRAPPER
+        properties["esbperf.user.script"] = script["staged"]
     return properties
 
 
@@ -199,6 +207,8 @@ class StepRunner:
             change = self._agent_change(self._call(self.client.agents))
             if change:
                 raise _Spoilt(change, stop_run=True)
+            if plan.restart == "per-step" and ctx.targets[step.target].kind == "esb":
+                record["esb_restart"] = self._restart_esb(step)
             processes, threads = plan.processes_threads(step.users, len(ctx.agents))
             record.update(processes=processes, threads=threads)
             for action in ("stop", "reset", "start"):
@@ -355,6 +365,28 @@ class StepRunner:
                 pass
             time.sleep(1)
         return False
+
+    def _restart_esb(self, step: plans.Step) -> dict:
+        """A fresh ESB process before the step (`restart: per-step`), ready once it passes verify
+        on the step's scenario (a port that answers is not yet an ESB that routes)."""
+        target = self.ctx.targets[step.target]
+        began = time.monotonic()
+        self.on_tick("restarting the ESB", 0, {})
+        try:
+            pid = self.ctx.restart_esb(target.esb)
+        except EsbperfError as e:
+            raise _Spoilt(f"the ESB {target.esb} did not restart: {e}", stop_run=True) from None
+        problem = "not checked"
+        while time.monotonic() - began < RESTART_READY_S:
+            if self.ctx.plan.script:   # the contract's checks are scenario.py's: a port that answers
+                problem = None if procs.port_open(*target.address) else "not answering"
+            else:
+                problem = self._target_problem(step)
+            if problem is None:
+                return {"pid": pid, "ready_s": round(time.monotonic() - began, 2)}
+            time.sleep(0.5)
+        raise _Spoilt(f"the ESB {target.esb} restarted (pid {pid}) but did not pass verify within "
+                      f"{RESTART_READY_S} s: {problem}", stop_run=True)
 
     def _target_problem(self, step: plans.Step) -> str | None:
         """After a step with errors: does the target still answer the step's scenario? Errors from

@@ -69,6 +69,12 @@ class Bridge:
         return str(self.interface.ip)
 
 
+def host_port(url: str) -> tuple[str, int]:
+    """http://host:port (as the testbed makes every URL) -> (host, port)."""
+    host, port = url.split("//", 1)[1].rsplit(":", 1)
+    return host.strip("[]"), int(port)
+
+
 @dataclass(frozen=True)
 class Target:
     """A named endpoint under test: an ESB (`kind: esb`) or the no-ESB baseline (`kind: direct`)."""
@@ -78,6 +84,11 @@ class Target:
     esb: str | None
     url: str | None                  # the ESB's base URL; None for direct
     backends: dict[str, str]         # ws1..ws3 -> base URL of that echo service
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """The ESB's host and port."""
+        return host_port(self.url)
 
 
 @dataclass

@@ -35,6 +35,7 @@ from net.grinder.script.Grinder import grinder
 
 from esbperf.client import CannedServer, Expected, Requests, Schedule, User
 import contract
+import users
 
 properties = grinder.properties
 SCENARIO = properties.getProperty("esbperf.scenario", "raw")
@@ -42,11 +43,8 @@ TARGET_KIND = properties.getProperty("esbperf.target.kind", "direct")
 PAYLOAD_BYTES = properties.getInt("esbperf.payload.bytes", 1024)
 KEEPALIVE = properties.getBoolean("esbperf.keepalive", True)
 TIMEOUT_MS = properties.getInt("esbperf.timeout.ms", 120000)
-USERS = properties.getInt("esbperf.users", 0)   # 0: every thread is a user
 RATE_TEXT = properties.getProperty("esbperf.rate", "0") or "0"
 LATE_US = properties.getLong("esbperf.late.us", 1000)
-PROCESSES = properties.getInt("grinder.processes", 1)
-THREADS = properties.getInt("grinder.threads", 1)
 ERRORS_LOGGED = 10   # per worker thread: enough to see why, not enough to flood the log
 CALIBRATE = SCENARIO == "calibrate"
 CALIBRATION_TEST = 99
@@ -115,17 +113,11 @@ def timed_exchange(user):
 TEST.record(timed_exchange)
 
 
-def user_index():
-    """This thread's place among all threads of all agents and processes of the step."""
-    process = grinder.processNumber - grinder.firstProcessNumber
-    return (max(grinder.agentNumber, 0) * PROCESSES + process) * THREADS + grinder.threadNumber
-
-
 class TestRunner:
     def __init__(self):
         grinder.statistics.delayReports = 1   # so the check can still fail the transaction
         # Closed model: `users` users over all threads; open model: every thread serves the schedule.
-        self.active = SCHEDULE is not None or USERS <= 0 or user_index() < USERS
+        self.active = SCHEDULE is not None or users.is_user(grinder)
         self.user = User(PREPARED, TIMEOUT_MS, SCHEDULE, grinder.statistics)
         self.errors = 0
         self.slow_rights = 0   # right answers that missed their fast check: each costs Jython

@@ -43,7 +43,8 @@ def test_demo_path_on_an_emulated_testbed(tmp_path, monkeypatch):
     testbed_file = emulated_testbed(tmp_path / "demo-test.yaml")
     plan_file = tmp_path / "tiny.yaml"
     plan_file.write_text(yaml.safe_dump({"name": "tiny", "scenarios": ["proxy"], "payloads": ["1KB", "100KB"],
-                                         "users": [4], "duration_s": 3, "warmup_s": 4, "timeout_s": 10}))
+                                         "users": [4], "duration_s": 3, "warmup_s": 4, "timeout_s": 10,
+                                         "restart": "per-step"}))
     testbeds.down(topology.load(testbed_file))   # a killed earlier run's leftovers: the demo would keep them
     report = run_demo(testbed_file, "camel", tmp_path / "results", Console(), plan_names=(plan_file,))
 
@@ -51,11 +52,16 @@ def test_demo_path_on_an_emulated_testbed(tmp_path, monkeypatch):
     [run] = [p for p in report.parent.iterdir() if (p / "run.json").is_file()]
     skews = json.loads((run / "run.json").read_text())["clock_skew"]["hosts"]
     assert sorted(skews) == ["client", "esb", "ws1", "ws2", "ws3"]
+    assert json.loads((run / "run.json").read_text())["samplers"] == {r: "sigar" for r in skews}
     assert all(abs(s["skew_ms"]) <= s["error_ms"] + 5 for s in skews.values()), skews   # one machine, one clock
     # The ESB and its baseline interleaved, step by step, in one run.
     assert [t["name"] for t in json.loads((run / "run.json").read_text())["targets"]] == ["camel", "direct"]
     steps = sorted(run.glob("*/proxy/*/4/iter-1"))
     assert [s.relative_to(run).parts[0] for s in steps] == ["camel", "camel", "direct", "direct"]
+    # A fresh ESB for each of its steps (restart: per-step), verified before the warm-up; none for direct.
+    assert json.loads((run / "run.json").read_text())["restart"] == "per-step"
+    restarts = [json.loads((s / "step.json").read_text()).get("esb_restart") for s in steps]
+    assert restarts[2:] == [None, None] and restarts[0]["pid"] != restarts[1]["pid"], restarts
     for step in steps:
         meta = json.loads((step / "step.json").read_text())
         totals = dict(zip(meta["console"]["columns"], meta["console"]["totals"]))

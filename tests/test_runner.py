@@ -230,6 +230,9 @@ def test_shipped_plans_are_the_thesis_and_public_rounds_sweeps():
     rounds = plans.load("public-rounds")
     assert rounds.payloads == [512, 1024, 5120, 10240, 102400] and rounds.users[0] == 20 and rounds.users[-1] == 2560
     assert plans.load("smoke").duration_s <= 10
+    open_sweep = plans.load("thesis-open")
+    assert open_sweep.model == "open" and open_sweep.payloads == [102400] and open_sweep.iterations == 3
+    assert all(plans.load(name).iterations == 2 for name in ("demo-payload", "demo-concurrency", "demo-open"))
 
 
 def test_users_map_to_processes_and_threads():

@@ -1,0 +1,138 @@
+"""A user's own Grinder 3 script through the runner (`esbperf run --script FILE --properties FILE`):
+a script in the style of the thesis era (the stock HTTP plugin's HTTPRequest and NVPair POSTing a
+SOAP envelope) runs as steps of users through the real console, agents and echo, and reports."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+from conftest import ECHO_PORTS, HOST
+from esbperf import user_script
+from esbperf.errors import EsbperfError
+
+THESIS_ERA_SCRIPT = '''\
+# The Grinder 3, as scripts were written for the 2012 thesis: the HTTP plugin, one test, a SOAP POST.
+from net.grinder.script import Test
+from net.grinder.script.Grinder import grinder
+from net.grinder.plugin.http import HTTPRequest
+from HTTPClient import NVPair
+
+URL = "http://%(host)s:%(port)d/echo"
+ENVELOPE = ('<soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/" '
+            'xmlns:ws="http://ws.webservice.korsdrag.datanizze.se/"><soapenv:Header/><soapenv:Body>'
+            '<ws:echoMessage><id>7</id><message>hello thesis</message></ws:echoMessage>'
+            '</soapenv:Body></soapenv:Envelope>')
+HEADERS = (NVPair("Content-Type", "text/xml; charset=UTF-8"), NVPair("SOAPAction", '""'))
+
+test1 = Test(1, "echoMessage")
+request1 = HTTPRequest()
+test1.record(request1)
+
+
+class TestRunner:
+    def __init__(self):
+        grinder.statistics.delayReports = 1
+
+    def __call__(self):
+        result = request1.POST(URL, ENVELOPE, HEADERS)
+        if result.getStatusCode() != 200 or result.getText().find("7 hello thesis") < 0:
+            grinder.statistics.forLastTest.success = 0
+'''
+
+PROPERTIES = """\
+# as it came with the script
+grinder.processes = 4
+grinder.threads = 10
+grinder.runs = 0
+grinder.consoleHost = 10.0.0.1
+grinder.sleepTimeFactor = 0.5
+"""
+
+
+def write_script(folder: Path, port: int = ECHO_PORTS["ws1"]) -> Path:
+    path = folder / "thesis_echo.py"
+    path.write_text(THESIS_ERA_SCRIPT % {"host": HOST, "port": port})
+    return path
+
+
+def test_properties_are_read_as_java_reads_them_and_the_runners_own_are_ignored(tmp_path):
+    props = tmp_path / "grinder.properties"
+    props.write_text(PROPERTIES + "esbperf.message : long \\\n    text\n! a comment\n")
+    script = user_script.load(write_script(tmp_path), props)
+    assert script.properties == {"grinder.sleepTimeFactor": "0.5", "esbperf.message": "long text"}
+    assert script.ignored == ["grinder.consoleHost", "grinder.processes", "grinder.runs", "grinder.threads"]
+
+
+@pytest.mark.parametrize("line, message", [
+    ("grinder.jvm.arguments = -javaagent:x.jar", "grinder.jvm.arguments is not taken"),
+    ("grinder.jvm = /bin/sh", "grinder.jvm is not taken"),
+    ("myapp.url = http://x", "myapp.url is not passed to workers.*esbperf.myapp.url"),
+])
+def test_properties_the_control_api_refuses_are_one_line_naming_them(tmp_path, line, message):
+    props = tmp_path / "grinder.properties"
+    props.write_text(line + "\n")
+    with pytest.raises(EsbperfError, match=message):
+        user_script.load(write_script(tmp_path), props)
+
+
+def test_a_file_that_is_not_a_grinder_script_is_refused(tmp_path):
+    other = tmp_path / "other.py"
+    other.write_text("print('hello')\n")
+    with pytest.raises(EsbperfError, match="defines no TestRunner"):
+        user_script.load(other)
+    with pytest.raises(EsbperfError, match="no such script"):
+        user_script.load(tmp_path / "missing.py")
+
+
+def test_a_plan_for_a_script_has_no_scenarios(tmp_path):
+    from esbperf import plan as plans
+
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump({"name": "p", "scenarios": ["proxy"], "users": [1], "duration_s": 1}))
+    with pytest.raises(EsbperfError, match="'scenarios' does not apply with --script"):
+        plans.load(path, script="thesis_echo")
+    path.write_text(yaml.safe_dump({"name": "p", "users": [1, 3], "duration_s": 1}))
+    plan = plans.load(path, script="thesis_echo")
+    assert [str(s.relative_dir()) for s in plan.steps(["direct"])] == ["direct/thesis_echo/script/1/iter-1",
+                                                                     "direct/thesis_echo/script/3/iter-1"]
+    assert plans.Plan.from_dict(plan.to_dict(), "run.json").steps(["direct"]) == plan.steps(["direct"])
+
+
+@pytest.mark.slow
+def test_a_thesis_era_script_runs_through_the_runner_and_reports(grinder, echoes, testbed_file, tmp_path):
+    script = write_script(tmp_path)
+    props = tmp_path / "grinder.properties"
+    props.write_text(PROPERTIES)
+    plan = tmp_path / "script-plan.yaml"
+    plan.write_text(yaml.safe_dump({"name": "script-plan", "users": [3], "duration_s": 3, "warmup_s": 2}))
+    out = subprocess.run([sys.executable, "-m", "esbperf", "run", "--plan", str(plan), "--target", "direct",
+                          "--testbed", str(testbed_file), "--script", str(script), "--properties", str(props),
+                          "--out", str(tmp_path / "results")],
+                         capture_output=True, text=True, env=dict(os.environ), timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "ignored (set per step by the runner, or by the testbed): grinder.consoleHost" in out.stdout
+    [run_dir] = (tmp_path / "results").iterdir()
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["finished"] and record["plan"]["script"] == "thesis_echo"
+    assert record["script"]["properties"] == {"grinder.sleepTimeFactor": "0.5"}
+    assert (run_dir / "script" / "thesis_echo.py").read_text() == script.read_text()
+    assert not (Path(record["script"]["staged"])).is_absolute()
+
+    step_dir = run_dir / "direct" / "thesis_echo" / "script" / "3" / "iter-1"
+    meta = json.loads((step_dir / "step.json").read_text())
+    assert meta["threads_seen"] == 3, "3 users over 2 agents: the 4th thread stopped at once"
+    header, *rows = [line for log in (step_dir / "logs").glob("*-data.log") for line in log.read_text().splitlines()
+                     if line][:2]
+    assert "HTTP response code" in header, header
+    summary = pl.read_csv(run_dir / "report" / "summary.csv")
+    [row] = summary.rows(named=True)
+    assert row["scenario"] == "thesis_echo" and row["users"] == 3 and row["transactions"] > 100
+    assert row["errors"] == 0 and row["tps"] > 50
+    assert (run_dir / "report" / "report.html").is_file()
