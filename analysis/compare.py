@@ -4,20 +4,25 @@ Runs are only comparable step by step when they ran the same plan (same name and
 the plan's `target` may differ, that is the point of comparing). A report of several plans
 (the thesis's payload and concurrency sweeps are two plans) draws each plan's runs together,
 plan by plan; `compare` needs one plan. Ratios are each run's figure divided by the first run's
-for the same scenario, payload and users."""
+for the same scenario, payload, users and rate.
+
+A run may hold several targets (the runner interleaves `--target camel --target direct`): each
+(run, target) is a series of its own, exactly as if each target had had a run. The reference is
+the first run's `direct` target when it has one (ESB vs baseline, even within one run), else the
+first run's first target; every other series is compared with it."""
 from __future__ import annotations
 
 from typing import Any
 
 import polars as pl
 
-from esbperf.analysis.results import Run, label_runs
+from esbperf.analysis.results import BASELINE_TARGET, Run, label_runs
 from esbperf.errors import EsbperfError
 
 # Not settings: where the plan file was read from, its prose, and the target being compared.
 IGNORED_PLAN_KEYS = {"target", "source", "description"}
 RATIO_FIGURES = ("tps", "rt_mean_ms", "rt_p99_ms", "esb_cpu_mean")
-STEP_KEYS = ["scenario", "payload_bytes", "users"]
+STEP_KEYS = ["scenario", "payload_bytes", "users", "rate"]
 
 
 def first_difference(a: Any, b: Any, path: str = "") -> str | None:
@@ -67,21 +72,36 @@ def require_one_plan(groups: dict[str, list[Run]]) -> None:
                            "compare the runs of each plan, or `esbperf report` them all (plan by plan)")
 
 
+def reference_series(runs: list[Run]) -> tuple[str, str]:
+    """(run, target) every other series is compared with."""
+    first = runs[0]
+    return first.name, BASELINE_TARGET if first.has_baseline else first.targets[0]
+
+
+def require_series(runs: list[Run]) -> None:
+    if sum(len(r.targets) for r in runs) < 2:
+        raise EsbperfError("compare needs at least two runs, or a run of several targets (the first run's "
+                           "direct target, or its first, is the reference)")
+
+
 def ratios(agg: pl.DataFrame, runs: list[Run]) -> pl.DataFrame:
-    """Each later run against the first: figures side by side and their ratio (later / first)."""
-    reference = runs[0]
+    """Every series against the reference: figures side by side and their ratio (series / reference)."""
+    ref_run, ref_target = reference_series(runs)
     columns = [*STEP_KEYS, "payload_label", "run", "target", *RATIO_FIGURES]
-    ref = agg.filter(pl.col("run") == reference.name).select(columns)
+    ref = agg.filter((pl.col("run") == ref_run) & (pl.col("target") == ref_target)).select(columns)
     frames = []
-    for other in runs[1:]:
-        mine = agg.filter(pl.col("run") == other.name).select(columns)
-        joined = mine.join(ref.drop("payload_label"), on=STEP_KEYS, suffix="_reference")
-        frames.append(joined.with_columns(
-            pl.when(pl.col(f"{f}_reference") != 0).then(pl.col(f) / pl.col(f"{f}_reference"))
-            .alias(f"{f}_ratio") for f in RATIO_FIGURES))
+    for run in runs:
+        for target in run.targets:
+            if (run.name, target) == (ref_run, ref_target):
+                continue
+            mine = agg.filter((pl.col("run") == run.name) & (pl.col("target") == target)).select(columns)
+            joined = mine.join(ref.drop("payload_label"), on=STEP_KEYS, suffix="_reference", nulls_equal=True)
+            frames.append(joined.with_columns(
+                pl.when(pl.col(f"{f}_reference") != 0).then(pl.col(f) / pl.col(f"{f}_reference"))
+                .alias(f"{f}_ratio") for f in RATIO_FIGURES))
     if not frames:
         return pl.DataFrame()
     order = [*STEP_KEYS, "payload_label", "run", "target", "run_reference", "target_reference"]
     out = pl.concat(frames, how="diagonal_relaxed")
     rest = [c for f in RATIO_FIGURES for c in (f, f"{f}_reference", f"{f}_ratio")]
-    return out.select(order + rest).sort("scenario", "payload_bytes", "users", "run")
+    return out.select(order + rest).sort("scenario", "payload_bytes", "users", "rate", "run", "target", nulls_last=False)

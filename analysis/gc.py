@@ -60,7 +60,7 @@ class GcStats:
 
     @property
     def pause_histogram(self) -> list[tuple[float, int]]:
-        """(pause ms, count), sorted: for stats.percentile."""
+        """(pause ms, count), sorted."""
         return sorted(Counter(p.ms for p in self.pauses).items())
 
     @property

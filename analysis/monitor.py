@@ -1,23 +1,23 @@
-"""Monitor samples (`monitor-<role>.csv`, long format) -> CPU and network figures of a host.
+"""Monitor samples (`monitor-<role>.csv`, long format) -> CPU and network figures of a host, and
+its bottleneck verdict, by the one rule of esbperf/bottleneck.py (the runner's too).
 
-Only samples of the `measure` phase count. Network counters are cumulative per interface, so a
-rate is the sum of the increases between consecutive samples over the time they span; a
-decrease (the monitor restarted) adds nothing. The loopback interface is left out: it is not
-the link between hosts."""
+Only the measurement window counts (samples of the `measure` phase; a network interval counts
+when its later sample is in it). Network figures are those of ONE interface per direction: the
+testbed's `interface` for the host, else the busiest; never a sum over interfaces."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
 
+from esbperf import bottleneck
 from esbperf.analysis.files import complete_data_lines, read_header
 from esbperf.errors import EsbperfError
 
 HEADER = ["time_ms", "phase", "metric", "subject", "value"]
 SCHEMA = {"time_ms": pl.Int64, "phase": pl.String, "metric": pl.String, "subject": pl.String,
           "value": pl.Float64, "extra": pl.String}
-LOOPBACK = "lo"
 
 
 @dataclass
@@ -25,20 +25,25 @@ class HostStats:
     role: str
     cpu_mean: float | None = None     # cpu.total, percent of all cores
     cpu_max: float | None = None
-    rx_mbit: float | None = None      # received, Mbit/s, all interfaces but loopback
+    rx_mbit: float | None = None      # received, Mbit/s, on the counted interface
     tx_mbit: float | None = None
+    interface: str = ""               # the counted interface(s): "eth0", or "rx/tx" when they differ
     link_percent: float | None = None  # max(rx, tx) / link capacity, when the capacity is known
     proc_cpu_mean: float | None = None  # the watched processes (ESB or echo JVM), percent of ONE core
     proc_cpu_max: float | None = None
     gap_ms: float = 0.0               # time the monitor was unreachable during the measurement
     malformed_lines: int = 0
+    bottlenecks: list[dict] = field(default_factory=list)   # bottleneck.assess's verdicts
 
 
 def monitor_file(step_dir: Path, role: str) -> Path:
     return step_dir / f"monitor-{role}.csv"
 
 
-def host_stats(path: Path, role: str, link_mbit: float | None = None) -> HostStats:
+def host_stats(path: Path, role: str, link_mbit: float | None = None, measure_ms: int | None = None,
+               interface: str | None = None) -> HostStats:
+    """A host's figures over the measurement window, which starts at `measure_ms` (default: the
+    first sample of the `measure` phase)."""
     stats = HostStats(role)
     header, complete = read_header(path)
     if header is None:
@@ -56,32 +61,27 @@ def host_stats(path: Path, role: str, link_mbit: float | None = None) -> HostSta
     bad = (pl.any_horizontal([pl.col(c).is_null() for c in ("time_ms", "phase", "metric", "value")])
            | pl.col("extra").is_not_null())
     stats.malformed_lines += rows.select(bad.sum()).item()
-    measured = rows.filter(~bad & (pl.col("phase") == "measure"))
+    rows = rows.filter(~bad)
+    measured = rows.filter(pl.col("phase") == "measure")
+    if measure_ms is None:
+        measure_ms = measured["time_ms"].min() if measured.height else 0
 
-    cpu = measured.filter(pl.col("metric") == "cpu.total")["value"]
-    if len(cpu):
-        stats.cpu_mean, stats.cpu_max = cpu.mean(), cpu.max()
     # Several processes may match one watch (or several watches): their sum per reading.
     proc = (measured.filter(pl.col("metric") == "proc.cpu").group_by("time_ms")
             .agg(pl.col("value").sum())["value"])
     if len(proc):
         stats.proc_cpu_mean, stats.proc_cpu_max = proc.mean(), proc.max()
     stats.gap_ms = measured.filter(pl.col("metric") == "gap")["value"].sum()
-    stats.rx_mbit = _rate_mbit(measured, "net.rx_bytes")
-    stats.tx_mbit = _rate_mbit(measured, "net.tx_bytes")
-    if link_mbit and stats.rx_mbit is not None and stats.tx_mbit is not None:
-        stats.link_percent = 100.0 * max(stats.rx_mbit, stats.tx_mbit) / link_mbit
+
+    cpu = measured.filter(pl.col("metric") == "cpu.total").select("time_ms", "value").rows()
+    counters: dict[str, dict[str, list]] = {"rx": {}, "tx": {}}
+    net = rows.filter(pl.col("metric").is_in(["net.rx_bytes", "net.tx_bytes"]))
+    for t, metric, subject, value in net.select("time_ms", "metric", "subject", "value").iter_rows():
+        counters[metric[4:6]].setdefault(subject or "", []).append((t, value))
+    load = bottleneck.assess(role, cpu, counters["rx"], counters["tx"], measure_ms, link_mbit, interface)
+    stats.cpu_mean, stats.cpu_max = load.cpu_mean, load.cpu_max
+    stats.rx_mbit, stats.tx_mbit, stats.link_percent = load.rx.mbit, load.tx.mbit, load.link_percent
+    names = [n for n in dict.fromkeys((load.rx.interface, load.tx.interface)) if n]
+    stats.interface = "/".join(names)
+    stats.bottlenecks = load.bottlenecks
     return stats
-
-
-def _rate_mbit(measured: pl.DataFrame, metric: str) -> float | None:
-    """Sum over interfaces of each interface's byte rate, in Mbit/s."""
-    counters = (measured.filter((pl.col("metric") == metric) & (pl.col("subject") != LOOPBACK))
-                .sort("subject", "time_ms"))
-    per_interface = (counters.group_by("subject")
-                     .agg(increase=pl.col("value").diff().clip(lower_bound=0).sum(),
-                          span_ms=pl.col("time_ms").max() - pl.col("time_ms").min())
-                     .filter(pl.col("span_ms") > 0))
-    if per_interface.is_empty():
-        return None
-    return float((per_interface["increase"] * 8 / (per_interface["span_ms"] / 1000) / 1e6).sum())

@@ -13,6 +13,7 @@ import polars as pl
 import yaml
 
 from esbperf import __version__
+from esbperf.analysis import compare as comparing
 from esbperf.analysis import graphs
 from esbperf.analysis.results import Run
 
@@ -89,6 +90,33 @@ def _runs_section(analysis: "Analysis") -> str:
     return "<h2 id=\"runs\">Runs and environment</h2>" + table(["", *[r.name for r in runs]], rows, len(runs) + 1)
 
 
+# run.json `calibration` per payload (esbperf/calibration.py's summary), in this order.
+CALIBRATION_COLUMNS = (("floor_mean_us", "timed floor mean µs"), ("floor_p50_us", "floor p50 µs"),
+                       ("floor_p99_us", "floor p99 µs"), ("outside_clock_us", "outside the clock µs/tx"),
+                       ("tps", "TPS"), ("threads", "threads"), ("transactions", "transactions"), ("errors", "errors"))
+
+
+def _calibration_section(analysis: "Analysis") -> str:
+    """What the client itself adds per transaction (run.json `calibration`, measured before the
+    first step): the floor under every response time, and the time outside the clock that
+    Little's law adds."""
+    rows = []
+    for run in analysis.runs:
+        calibration = run.info.get("calibration")
+        for label, entry in (calibration.items() if isinstance(calibration, dict) else []):
+            if isinstance(entry, dict):
+                rows.append([escape(run.label), escape(str(label))]
+                            + [fmt(entry.get(key), 1) if isinstance(entry.get(key), (int, float)) else "–"
+                               for key, _ in CALIBRATION_COLUMNS])
+    if not rows:
+        return ("<h2 id=\"calibration\">Client calibration</h2><p class=\"muted\">No run holds a client "
+                "calibration (run.json `calibration`).</p>")
+    return ("<h2 id=\"calibration\">Client calibration</h2><p class=\"muted\">What the client adds to every "
+            "transaction, measured before the first step against a canned answer: the timed floor is inside "
+            "each response time; the time outside the clock is per transaction, between one timed request "
+            "and the next.</p>" + table(["run", "payload", *(h for _, h in CALIBRATION_COLUMNS)], rows, 2))
+
+
 def _plan_section(plan: str, run: Run) -> str:
     body = (yaml.safe_dump(run.plan, sort_keys=False, allow_unicode=True) if run.plan
             else "(run.json holds no plan settings)")
@@ -103,27 +131,68 @@ def _warnings_section(analysis: "Analysis") -> str:
     return f"<h2 id=\"validity\">Validity warnings</h2><ul class=\"warnings\">{items}</ul>"
 
 
+def _spread(r: dict, name: str, digits: int = 1) -> str:
+    """A pooled figure, and the range of its per-iteration values when there are several."""
+    low, high = r.get(f"{name}_iter_min"), r.get(f"{name}_iter_max")
+    if r["iterations"] < 2 or low is None:
+        return fmt(r[name], digits)
+    return f"{fmt(r[name], digits)} <span class=\"muted\">({fmt(low, digits)}–{fmt(high, digits)})</span>"
+
+
+def _marks(r: dict) -> list[str]:
+    return (["bottleneck: " + r["bottlenecks"]] if r["bottleneck"] else []) + \
+        (["errors"] if r["has_errors"] else []) + (["behind schedule"] if r["behind_schedule"] else [])
+
+
 def _scenario_table(analysis: "Analysis", runs: list[Run], scenario: str) -> str:
-    label = {r.name: r.label for r in runs}
-    agg = (analysis.aggregate.filter(pl.col("scenario") == scenario, pl.col("run").is_in(list(label)))
-           .sort("payload_bytes", "users", "run"))
-    headers = ["run", "payload", "users", "iterations", "TPS", "mean RT ms", "p50", "p90", "p99", "p99.9",
-               "errors", "ESB host CPU %", "ESB JVM CPU % of a core", "ESB GC throughput %", "ESB GC p99 pause ms",
-               "bottleneck"]
+    names = [r.name for r in runs]
+    agg = (analysis.aggregate.filter(pl.col("scenario") == scenario, pl.col("run").is_in(names),
+                                     pl.col("model") == "closed")
+           .sort("payload_bytes", "users", "run", "target"))
+    if not agg.height:
+        return ""
+    headers = ["series", "payload", "users", "iterations", "threads seen", "TPS", "mean RT ms", "p50", "p90", "p99",
+               "p99.9", "errors %", "failed: mean ms", "failed: p99 ms", "ESB host CPU %", "ESB JVM CPU % of a core",
+               "ESB GC throughput %", "ESB GC p99 pause ms", "marks"]
     rows, classes = [], []
     for r in agg.iter_rows(named=True):
-        rows.append([escape(label.get(r["run"], r["run"])), escape(r["payload_label"]), fmt(r["users"]),
-                     fmt(r["iterations"]), with_ci(r["tps"], r["tps_ci95"]),
-                     with_ci(r["rt_mean_ms"], r["rt_mean_ms_ci95"], 2),
-                     *(fmt(r[f"rt_{p}_ms"]) for p in ("p50", "p90", "p99", "p99_9")),
-                     fmt(r["errors"], 0 if r["errors"] == int(r["errors"]) else 1),
+        rows.append([escape(analysis.labels[(r["run"], r["target"])]), escape(r["payload_label"]), fmt(r["users"]),
+                     fmt(r["iterations"]), with_ci(r["threads_seen"], r["threads_seen_ci95"]),
+                     with_ci(r["tps"], r["tps_ci95"]), _spread(r, "rt_mean_ms", 3),
+                     *(_spread(r, f"rt_{p}_ms", 3) for p in ("p50", "p90", "p99", "p99_9")),
+                     _spread(r, "error_percent", 2), fmt(r["failed_rt_mean_ms"], 3), fmt(r["failed_rt_p99_ms"], 3),
                      with_ci(r["esb_cpu_mean"], r["esb_cpu_mean_ci95"]),
                      with_ci(r["esb_proc_cpu_mean"], r["esb_proc_cpu_mean_ci95"]),
                      with_ci(r["esb_gc_throughput_percent"], r["esb_gc_throughput_percent_ci95"], 2),
                      with_ci(r["esb_gc_pause_p99_ms"], r["esb_gc_pause_p99_ms_ci95"], 2),
-                     escape(r["bottlenecks"]) or "no"])
+                     escape("; ".join(_marks(r))) or "no"])
         classes.append("bottleneck" if r["bottleneck"] else "")
     return table(headers, rows, 3, classes, text_last=True)
+
+
+def _open_table(analysis: "Analysis", runs: list[Run], scenario: str) -> str:
+    names = [r.name for r in runs]
+    agg = (analysis.aggregate.filter(pl.col("scenario") == scenario, pl.col("run").is_in(names),
+                                     pl.col("model") == "open")
+           .sort("payload_bytes", "rate", "users", "run", "target"))
+    if not agg.height:
+        return ""
+    headers = ["series", "payload", "offered /s", "threads", "iterations", "started /s", "TPS", "latency p50 ms",
+               "latency p99 ms", "latency p99.9 ms", "service p50 ms", "service p99 ms", "late starts %",
+               "max lag ms", "errors %", "marks"]
+    rows, classes = [], []
+    for r in agg.iter_rows(named=True):
+        rows.append([escape(analysis.labels[(r["run"], r["target"])]), escape(r["payload_label"]), fmt(r["rate"], 1),
+                     fmt(r["users"]), fmt(r["iterations"]), with_ci(r["start_rate"], r["start_rate_ci95"]),
+                     with_ci(r["tps"], r["tps_ci95"]),
+                     *(_spread(r, f"lat_{p}_ms", 3) for p in ("p50", "p99", "p99_9")),
+                     *(_spread(r, f"rt_{p}_ms", 3) for p in ("p50", "p99")),
+                     _spread(r, "late_start_percent", 2), _spread(r, "max_lag_ms", 1), _spread(r, "error_percent", 2),
+                     escape("; ".join(_marks(r))) or "no"])
+        classes.append("bottleneck" if r["bottleneck"] or r["behind_schedule"] else "")
+    return ("<p class=\"muted\">Open model: requests due at a fixed rate. Latency counts from each request's "
+            "due start (corrected for coordinated omission); the service time from its actual start.</p>"
+            + table(headers, rows, 2, classes, text_last=True))
 
 
 def _figure(graph, folder: Path) -> str:
@@ -139,21 +208,22 @@ def _ratios_section(analysis: "Analysis") -> str:
     ratios = analysis.ratios
     if ratios is None:
         return ""
-    reference = analysis.runs[0]
+    reference = analysis.labels[comparing.reference_series(analysis.runs)]
     if ratios.is_empty():
-        return (f"<h2 id=\"ratios\">Ratios to {escape(reference.label)}</h2>"
+        return (f"<h2 id=\"ratios\">Ratios to {escape(reference)}</h2>"
                 "<p>No step (scenario, payload, users) is common to the runs.</p>")
-    label = {r.name: r.label for r in analysis.runs}
-    headers = ["scenario", "payload", "users", "run", "TPS", "TPS ratio", "mean RT ms", "RT ratio",
+    label = analysis.labels
+    headers = ["scenario", "payload", "users", "rate", "series", "TPS", "TPS ratio", "mean RT ms", "RT ratio",
                "p99 ms", "p99 ratio", "ESB CPU %", "CPU ratio"]
-    rows = [[escape(r["scenario"]), escape(r["payload_label"]), fmt(r["users"]), escape(label[r["run"]]),
+    rows = [[escape(r["scenario"]), escape(r["payload_label"]), fmt(r["users"]), fmt(r["rate"]),
+             escape(label[(r["run"], r["target"])]),
              fmt(r["tps"]), fmt(r["tps_ratio"], 3), fmt(r["rt_mean_ms"], 2), fmt(r["rt_mean_ms_ratio"], 3),
              fmt(r["rt_p99_ms"]), fmt(r["rt_p99_ms_ratio"], 3), fmt(r["esb_cpu_mean"]),
              fmt(r["esb_cpu_mean_ratio"], 3)] for r in ratios.iter_rows(named=True)]
-    return (f"<h2 id=\"ratios\">Ratios to {escape(reference.label)} (first run)</h2>"
-            "<p>Each run's mean over iterations divided by the reference's, step by step "
+    return (f"<h2 id=\"ratios\">Ratios to {escape(reference)}</h2>"
+            "<p>Each series' figures (iterations pooled) divided by the reference's, step by step "
             "(ratios.csv). TPS ratio &gt; 1 and RT ratio &lt; 1 mean better than the reference.</p>"
-            + table(headers, rows, 4))
+            + table(headers, rows, 5))
 
 
 def render(analysis: "Analysis", kind: str, folder: Path) -> str:
@@ -164,7 +234,8 @@ def render(analysis: "Analysis", kind: str, folder: Path) -> str:
         f"{escape(__version__)}. Files: <a href=\"summary.csv\">summary.csv</a> (one row per step and "
         f"iteration), <a href=\"aggregate.csv\">aggregate.csv</a> (iterations pooled: mean and 95 % "
         f"confidence interval, Student t)"
-        + (", <a href=\"ratios.csv\">ratios.csv</a>" if analysis.ratios is not None else "") + ".</p>",
+        + (", <a href=\"ratios.csv\">ratios.csv</a>" if analysis.ratios is not None else "")
+        + ", <a href=\"histograms.csv\">histograms.csv</a> (every step's full µs histograms).</p>",
         _warnings_section(analysis),
         _ratios_section(analysis),
     ]
@@ -172,13 +243,17 @@ def render(analysis: "Analysis", kind: str, folder: Path) -> str:
         for scenario in sorted({s.meta["scenario"] for r in runs for s in r.steps}):
             title = f"Plan {plan}, scenario {scenario}" if len(analysis.plans) > 1 else f"Scenario: {scenario}"
             parts.append(f"<h2 id=\"{escape(graphs.slug(f'{plan}-{scenario}'))}\">{escape(title)}</h2>")
-            parts.append("<p class=\"muted\">TPS counts successful transactions only; response times are "
-                         "those of successful transactions; ± is the 95 % confidence interval over iterations. "
+            parts.append("<p class=\"muted\">TPS counts successful transactions only; response times and "
+                         "percentiles are those of successful transactions, pooled over iterations from their "
+                         "data, with the range of the per-iteration values in brackets; the failed transactions' "
+                         "own times are beside them. ± is the 95 % confidence interval over iterations. "
                          "A dotted black line is the no-ESB baseline.</p>")
             parts.append(_scenario_table(analysis, runs, scenario))
+            parts.append(_open_table(analysis, runs, scenario))
             figures = "".join(_figure(g, folder) for g in analysis.graphs
                               if g.plan == plan and g.scenario == scenario)
             parts.append(f"<div class=\"graphs\">{figures}</div>")
+    parts.append(_calibration_section(analysis))
     parts.append(_runs_section(analysis))
     parts += [_plan_section(plan, runs[0]) for plan, runs in analysis.plans.items()]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

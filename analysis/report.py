@@ -19,9 +19,10 @@ import polars as pl
 
 from esbperf.analysis import compare as comparing
 from esbperf.analysis import graphs as graphing
+from esbperf.analysis.histogram import export_frame
 from esbperf.analysis.page import render
-from esbperf.analysis.results import Run, load_runs
-from esbperf.analysis.stats import aggregate, analyse_step, pooled_histogram, summary_frame
+from esbperf.analysis.results import Run, label_runs, load_runs, ordered_roles
+from esbperf.analysis.stats import StepHistograms, aggregate, analyse_step, summary_frame
 from esbperf.analysis.validity import validity_warnings
 from esbperf.errors import EsbperfError
 
@@ -34,9 +35,12 @@ class Analysis:
 
     runs: list[Run]
     plans: dict[str, list[Run]]                      # plan name -> its runs, drawn together
+    roles: list[str]                                 # host roles of the runs: the five and load hosts
     summary: pl.DataFrame
     aggregate: pl.DataFrame
-    histograms: dict[tuple, list[tuple[int, int]]]   # (run, scenario, target, payload, users) -> pooled
+    step_histograms: dict[tuple, StepHistograms]     # (run, step_dir) -> one iteration's distributions
+    histograms: dict[tuple, StepHistograms]          # stats.KEYS values -> iterations pooled
+    labels: dict[tuple[str, str], str]               # (run, target) -> series label
     ratios: pl.DataFrame | None
     graphs: list[graphing.Graph]
     warnings: list[str]
@@ -49,22 +53,21 @@ def analyse(run_dirs: list[Path], with_ratios: bool = False) -> Analysis:
     plans = comparing.plan_groups(runs)
     if with_ratios:
         comparing.require_one_plan(plans)
-    rows, per_step = [], {}
+        comparing.require_series(runs)
+    labels = {key: label for members in plans.values() for key, label in label_runs(members).items()}
+    roles = ordered_roles({role for run in runs for role in run.roles})
+    rows, step_histograms = [], {}
     for run in runs:
         for step in run.steps:
-            row, logs = analyse_step(run, step)
+            row, histograms = analyse_step(run, step, roles)
             rows.append(row)
-            key = (run.name, row["scenario"], row["target"], row["payload_bytes"], row["users"])
-            per_step.setdefault(key, []).append(logs.histogram)
+            step_histograms[(run.name, row["step_dir"])] = histograms
     summary = summary_frame(rows)
-    agg = aggregate(summary)
-    histograms = {k: pooled_histogram(v) for k, v in per_step.items()}
-    labels = {(run.name, s.meta["target"]): run.label if len({t.meta["target"] for t in run.steps}) == 1
-              else f"{run.label}: {s.meta['target']}" for run in runs for s in run.steps}
+    agg, pooled = aggregate(summary, step_histograms, roles)
     links: dict[str, float] = {}
     for run in runs:
         for step in run.steps:
-            for role in graphing.ROLES:
+            for role in roles:
                 if step.link_mbit(role):
                     links[role] = max(links.get(role, 0.0), step.link_mbit(role))
     graphs = []
@@ -72,11 +75,12 @@ def analyse(run_dirs: list[Path], with_ratios: bool = False) -> Analysis:
         rows_of_plan = agg.filter(pl.col("run").is_in([r.name for r in members]))
         prefix = f"{plan}-" if len(plans) > 1 else ""   # graph file names stay unique
         for scenario in sorted(rows_of_plan["scenario"].unique()):
-            for g in graphing.scenario_graphs(rows_of_plan, scenario, labels, links, histograms, prefix):
+            for g in graphing.scenario_graphs(rows_of_plan, scenario, labels, links, pooled, prefix, roles):
                 g.plan = plan
                 graphs.append(g)
     ratios = comparing.ratios(agg, runs) if with_ratios else None
-    return Analysis(runs, plans, summary, agg, histograms, ratios, graphs, validity_warnings(plans, summary))
+    return Analysis(runs, plans, roles, summary, agg, step_histograms, pooled, labels, ratios, graphs,
+                    validity_warnings(plans, summary, roles))
 
 
 def default_out_dir(runs_dirs: list[Path], kind: str) -> Path:
@@ -100,7 +104,8 @@ def _check_out_dir(out: Path) -> None:
 def write_report(run_dirs: list[Path], out: Path | None = None, compare: bool = False) -> Path:
     """Analyse `run_dirs` and write the report folder; returns its path.
 
-    compare=True adds the ratio table (ratios.csv) of every run against the first."""
+    compare=True adds the ratio table (ratios.csv) of every series (run and target) against the
+    reference: the first run's `direct` target, else its first target."""
     return build_report(run_dirs, out, compare)[0]
 
 
@@ -109,8 +114,6 @@ def build_report(run_dirs: list[Path], out: Path | None = None,
     """write_report, also returning what was analysed (for the CLI's summary)."""
     run_dirs = [Path(p) for p in run_dirs]
     kind = "compare" if compare else "report"
-    if compare and len(run_dirs) < 2:
-        raise EsbperfError("compare needs at least two runs (the first is the reference)")
     if out is not None:
         _check_out_dir(Path(out))
     analysis = analyse(run_dirs, with_ratios=compare)
@@ -124,6 +127,8 @@ def build_report(run_dirs: list[Path], out: Path | None = None,
     try:
         analysis.summary.write_csv(partial / "summary.csv", float_precision=CSV_DECIMALS)
         analysis.aggregate.write_csv(partial / "aggregate.csv", float_precision=CSV_DECIMALS)
+        export_frame({key: {"response": h.response, "failed": h.failed, "latency": h.latency}
+                      for key, h in analysis.step_histograms.items()}).write_csv(partial / "histograms.csv")
         if analysis.ratios is not None:
             analysis.ratios.write_csv(partial / "ratios.csv", float_precision=CSV_DECIMALS)
         graphing.draw_all(analysis.graphs, partial / "graphs")

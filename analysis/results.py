@@ -7,6 +7,7 @@ are counted and skipped, as is anything else under a hidden folder (e.g. a repor
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,10 @@ from esbperf.plan import size_label
 
 UNFINISHED_PREFIXES = (".tmp-", ".aborted-", ".failed-")
 BASELINE_TARGET = "direct"
+# The testbed's fixed roles, and further load hosts (`load2`, `load3`, …: more agents, each
+# with a monitor), in the order of the data path: load first, then the ESB and the back ends.
+FIXED_ROLES = ("client", "esb", "ws1", "ws2", "ws3")
+LOAD_ROLE = re.compile(r"load([2-9]|[1-9][0-9]+)")
 # step.json fields the analysis cannot do without, and their types.
 REQUIRED_STEP_FIELDS = {"scenario": str, "target": str, "payload_bytes": int, "users": int,
                         "iteration": int, "warmup_end_ms": int, "end_ms": int}
@@ -30,15 +35,33 @@ class Step:
     def key(self) -> tuple:
         """What identifies a step within a run."""
         m = self.meta
-        return (m["scenario"], m["target"], m["payload_bytes"], m["users"], m["iteration"])
+        return (m["scenario"], m["target"], m["payload_bytes"], m["users"], self.rate, m["iteration"])
+
+    @property
+    def model(self) -> str:
+        """"open" (a fixed arrival rate) or "closed" (users in a loop; older step.json files)."""
+        return "open" if self.meta.get("model") == "open" else "closed"
+
+    @property
+    def rate(self) -> float | None:
+        """The open model's arrival rate over all agents (arrivals/s); None in a closed step."""
+        return float(self.meta["rate"]) if self.model == "open" else None
+
+    def host(self, role: str) -> dict:
+        host = (self.meta.get("hosts") or {}).get(role)
+        return host if isinstance(host, dict) else {}
+
+    def interface(self, role: str) -> str | None:
+        """The role's test-network interface, when the testbed names one."""
+        value = self.host(role).get("interface")
+        return value if isinstance(value, str) and value else None
 
     @property
     def payload_label(self) -> str:
         return self.meta.get("payload_label") or size_label(self.meta["payload_bytes"])
 
     def link_mbit(self, role: str) -> float | None:
-        host = (self.meta.get("hosts") or {}).get(role) or {}
-        value = host.get("link_mbit") if isinstance(host, dict) else None
+        value = self.host(role).get("link_mbit")
         return value if isinstance(value, (int, float)) and value > 0 else None
 
 
@@ -55,8 +78,29 @@ class Run:
     target: str = ""
 
     @property
-    def is_baseline(self) -> bool:
-        return self.target == BASELINE_TARGET
+    def targets(self) -> list[str]:
+        """The targets its steps measured: one, or several when the runner interleaved them."""
+        return sorted({s.meta["target"] for s in self.steps})
+
+    @property
+    def has_baseline(self) -> bool:
+        return BASELINE_TARGET in self.targets
+
+    @property
+    def roles(self) -> list[str]:
+        """The host roles of the run: the fixed five and any load hosts named in run.json,
+        step.json or by a step's monitor file, in data-path order."""
+        names = set(FIXED_ROLES) | set(self.info.get("hosts") or {})
+        for step in self.steps:
+            names |= set(step.meta.get("hosts") or {})
+            names |= {p.name[len("monitor-"):-len(".csv")] for p in step.dir.glob("monitor-*.csv")}
+        return ordered_roles(names)
+
+    @property
+    def console_sample_interval_ms(self) -> float:
+        """The console's sample interval (run.json; 1000 ms, Grinder's default, when absent)."""
+        value = self.info.get("console_sample_interval_ms")
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 1000.0
 
     @property
     def testbed(self) -> str:
@@ -67,6 +111,12 @@ class Run:
     def finished(self) -> bool:
         """False while the runner is still at it (or was stopped): run.json's `finished` is empty."""
         return "finished" not in self.info or bool(self.info["finished"])
+
+
+def ordered_roles(names) -> list[str]:
+    """Known roles among `names`: client, load2, load3, …, esb, ws1, ws2, ws3."""
+    loads = sorted((n for n in names if LOAD_ROLE.fullmatch(str(n))), key=lambda n: int(n[4:]))
+    return [*(["client"] if "client" in names else []), *loads, *(r for r in FIXED_ROLES[1:] if r in names)]
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -86,6 +136,12 @@ def _check_step(path: Path, meta: dict[str, Any]) -> None:
         value = meta.get(name)
         if not isinstance(value, kind) or isinstance(value, bool):
             raise EsbperfError(f"{path}: field '{name}' must be {kind.__name__}, got {value!r}")
+    if meta.get("model") not in (None, "closed", "open"):
+        raise EsbperfError(f"{path}: field 'model' must be 'closed' or 'open', got {meta['model']!r}")
+    rate = meta.get("rate")
+    if meta.get("model") == "open" and (isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0):
+        raise EsbperfError(f"{path}: field 'rate' must be a positive number of arrivals per second in an "
+                           f"open-model step, got {rate!r}")
     if meta["end_ms"] <= meta["warmup_end_ms"]:
         raise EsbperfError(f"{path}: empty measurement window (end_ms {meta['end_ms']} <= "
                            f"warmup_end_ms {meta['warmup_end_ms']})")
@@ -152,8 +208,15 @@ def load_runs(paths: list[Path]) -> list[Run]:
     return runs
 
 
-def label_runs(runs: list[Run]) -> None:
-    """Label runs drawn together: the target, plus the run's name when two share a target."""
+def label_runs(runs: list[Run]) -> dict[tuple[str, str], str]:
+    """Label runs drawn together, and each (run, target) series: the target, plus the run's name
+    when two runs measured that target. A run that interleaved several targets gives a series
+    per target, labelled exactly as if each target had had a run of its own."""
     targets = [r.target for r in runs]
     for r in runs:
         r.label = r.target if targets.count(r.target) == 1 else f"{r.target} ({r.name})"
+    runs_of = {}
+    for r in runs:
+        for t in r.targets:
+            runs_of.setdefault(t, []).append(r.name)
+    return {(r.name, t): t if len(runs_of[t]) == 1 else f"{t} ({r.name})" for r in runs for t in r.targets}

@@ -15,8 +15,13 @@ import polars as pl
 from esbperf.plan import size_label
 from esbperf.topology import ROLES
 
+# Grinder's six columns and esbperf's byte columns (logs before the workers timed in µs, other scripts) ...
 DATA_LOG_HEADER = ("Thread, Run, Test, Start time (ms since Epoch), Test time, Errors, "
                    "HTTP status, Request bytes, Response bytes")
+# ... with the workers' wire time in µs (every step since issue 12) ...
+US_DATA_LOG_HEADER = DATA_LOG_HEADER + ", Response us"
+# ... and in an open-model step the latency from the due start and the start's lag.
+OPEN_DATA_LOG_HEADER = US_DATA_LOG_HEADER + ", Latency us, Start lag us"
 THESIS_PAYLOADS = {size_label(b): b for b in (1024, 50 * 1024, 100 * 1024, 500 * 1024, 1024 * 1024)}
 THESIS_USERS = (1, 20, 40, 80, 160, 320)
 BASE_MS = 1_795_239_161_376
@@ -44,9 +49,11 @@ def hosts(link_mbit: float | None, shared_cpus: bool = False) -> dict:
 
 def write_run(run_dir: Path, target: str, plan_name: str = "thesis", plan: dict | None = None,
               testbed: str = "emulated", finished: bool = True, link_mbit: float = 1000,
-              shared_cpus: bool = False) -> Path:
-    """run.json in the runner's shape (esbperf/runner.py)."""
+              shared_cpus: bool = False, **more) -> Path:
+    """run.json in the runner's shape (esbperf/runner.py); `more` adds fields (calibration,
+    console_sample_interval_ms, …)."""
     return write_json(run_dir / "run.json", {
+        **more,
         "plan": plan if plan is not None else plan_dict(plan_name),
         "target": {"name": target, "kind": "direct" if target == "direct" else "esb",
                    "esb": None if target == "direct" else target, "url": "http://198.18.0.20:8280", "backends": {}},
@@ -68,11 +75,12 @@ def step_dir(run_dir: Path, scenario: str, payload_label: str, users: int, itera
 def write_step(folder: Path, scenario: str, target: str, payload_bytes: int, payload_label: str,
                users: int, iteration: int, start_ms: int = BASE_MS, warmup_s: int = 30,
                duration_s: int = 300, plan: str = "thesis", link_mbit: float | None = 1000,
-               bottlenecks: list | None = None) -> Path:
-    """step.json in the runner's shape, and an empty logs/ folder."""
+               bottlenecks: list | None = None, rate: float | None = None) -> Path:
+    """step.json in the runner's shape, and an empty logs/ folder; with `rate`, an open-model step."""
     write_json(folder / "step.json", {
         "scenario": scenario, "target": target, "payload_bytes": payload_bytes, "payload_label": payload_label,
-        "users": users, "processes": 1, "threads": users, "agents": 1, "iteration": iteration, "plan": plan,
+        "users": users, "model": "closed" if rate is None else "open", "rate": rate,
+        "processes": 1, "threads": users, "agents": 1, "iteration": iteration, "plan": plan,
         "duration_s": duration_s, "warmup_s": warmup_s, "keepalive": True, "timeout_s": 120,
         "start_ms": start_ms, "first_report_ms": start_ms + 500, "warmup_end_ms": start_ms + warmup_s * 1000,
         "end_ms": start_ms + (warmup_s + duration_s) * 1000, "versions": {"grinder": "3.11"}, "hosts": hosts(link_mbit),
@@ -83,24 +91,33 @@ def write_step(folder: Path, scenario: str, target: str, payload_bytes: int, pay
 
 def write_random_logs(folder: Path, rows: int, files: int, start_ms: int, end_ms: int,
                       mean_ms: float = 20.0, error_rate: float = 0.0, payload_bytes: int = 1024,
-                      seed: int = 1) -> list[Path]:
-    """`rows` rows spread over `files` worker data logs, start times uniform in [start_ms, end_ms)."""
+                      seed: int = 1, micros: bool = True, lag_us: float | None = None) -> list[Path]:
+    """`rows` rows spread over `files` worker data logs, start times uniform in [start_ms, end_ms),
+    response times exponential around `mean_ms`, in µs (`Response us`) and whole ms (`Test time`);
+    with `lag_us`, open-model columns too (start lags exponential around it)."""
     rng = np.random.default_rng(seed)
     paths = []
+    header = DATA_LOG_HEADER if not micros else US_DATA_LOG_HEADER if lag_us is None else OPEN_DATA_LOG_HEADER
     for f in range(files):
         n = rows // files + (1 if f < rows % files else 0)
         errors = (rng.random(n) < error_rate).astype(np.int64)
-        frame = pl.DataFrame({
+        us = np.maximum(1, rng.exponential(mean_ms * 1000, n).astype(np.int64))
+        columns = {
             "thread": rng.integers(0, 20, n), "run": np.arange(n) // 20, "test": np.ones(n, dtype=np.int64),
-            "start": np.sort(rng.integers(start_ms, end_ms, n)),
-            "time": np.maximum(1, rng.exponential(mean_ms, n).astype(np.int64)), "errors": errors,
+            "start": np.sort(rng.integers(start_ms, end_ms, n)), "time": us // 1000, "errors": errors,
             "status": np.where(errors == 1, 500, 200), "request": np.full(n, payload_bytes),
-            "response": np.full(n, payload_bytes) + rng.integers(40, 80, n)})
+            "response": np.full(n, payload_bytes) + rng.integers(40, 80, n)}
+        if micros:
+            columns["us"] = us
+        if micros and lag_us is not None:
+            lag = rng.exponential(lag_us, n).astype(np.int64)
+            columns["latency"], columns["lag"] = us + lag, lag
+        frame = pl.DataFrame(columns)
         lines = frame.select(pl.concat_str([pl.col(c).cast(pl.String) for c in frame.columns], separator=", "))
         path = folder / "logs" / f"client-{f}-data.log"
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "wb") as out:
-            out.write((DATA_LOG_HEADER + "\n").encode())
+            out.write((header + "\n").encode())
             lines.write_csv(out, include_header=False, quote_style="never")
         paths.append(path)
     return paths

@@ -22,7 +22,7 @@ from typing import Iterable, Sequence
 
 import click
 
-from esbperf import procs, topology
+from esbperf import bottleneck, procs, topology
 from esbperf.config import state_dir
 from esbperf.console import testbed_option
 from esbperf.errors import EsbperfError
@@ -41,9 +41,8 @@ GAP_AFTER_MS = 2 * INTERVAL_MS   # samples further apart than this leave a gap
 PULL_TIMEOUT_S = 5.0
 CSV_HEADER = ["time_ms", "phase", "metric", "subject", "value"]
 
-THRESHOLD_PERCENT = 85.0    # a host resource above this is a bottleneck ...
-SUSTAIN_SAMPLES = 3         # ... when held for this many consecutive 1-s samples, or on average
-LOOPBACK = "lo"             # not a link: loopback traffic never leaves the host
+# The verdict's rule and thresholds live in esbperf/bottleneck.py (shared with the analysis).
+THRESHOLD_PERCENT, SUSTAIN_SAMPLES = bottleneck.THRESHOLD_PERCENT, bottleneck.SUSTAIN_SAMPLES
 
 
 # ---- starting a monitor ------------------------------------------------------------------
@@ -193,7 +192,7 @@ def collect_step(testbed: Testbed, step_dir: Path, warmup_start_ms: int, measure
             "clock_skew_ms": skew,
             "sampler": sampler,
         }
-        result["bottlenecks"] += verdict(role, samples, host.link_mbit, window)
+        result["bottlenecks"] += verdict(role, samples, host.link_mbit, window, host.interface)
     return result
 
 
@@ -293,43 +292,17 @@ def _plain(subject: str) -> str:
 
 # ---- the verdict -------------------------------------------------------------------------
 
-def verdict(role: str, samples: list[Sample], link_mbit: float | None, window: StepWindow) -> list[dict]:
-    """The host's resources that exceeded THRESHOLD_PERCENT during the measurement window:
-    held above it for SUSTAIN_SAMPLES consecutive samples, or above it on average."""
-    series = {"cpu": [(t, float(v)) for t, metric, _, v in samples
-                      if metric == "cpu.total" and t >= window.measure]}
-    if link_mbit:
-        for direction in ("rx", "tx"):
-            series[f"link-{direction}"] = _link_percent(samples, f"net.{direction}_bytes", link_mbit, window)
-    found = []
-    for resource, points in series.items():
-        values = [v for _, v in sorted(points)]
-        if not values:
-            continue
-        mean = sum(values) / len(values)
-        held = max(min(values[i:i + SUSTAIN_SAMPLES]) for i in range(max(1, len(values) - SUSTAIN_SAMPLES + 1)))
-        if held > THRESHOLD_PERCENT or mean > THRESHOLD_PERCENT:
-            found.append({"role": role, "resource": resource, "max_percent": round(max(values), 1),
-                          "mean_percent": round(mean, 1), "sustained_percent": round(held, 1)})
-    return found
-
-
-def _link_percent(samples: list[Sample], metric: str, link_mbit: float, window: StepWindow) -> list[tuple[int, float]]:
-    """Per sample time in the measurement: the busiest interface's rate as a percent of the link.
-    A rate is the counter's growth since the interface's previous sample."""
-    by_interface: dict[str, list[tuple[int, int]]] = {}
-    for t, m, subject, value in samples:
-        if m == metric and subject != LOOPBACK:
-            by_interface.setdefault(subject, []).append((t, int(value)))
-    busiest: dict[int, float] = {}
-    for points in by_interface.values():
-        points.sort()
-        for (t0, v0), (t1, v1) in zip(points, points[1:]):
-            if t1 < window.measure or t1 <= t0 or v1 < v0:   # before the window, or a counter reset
-                continue
-            mbit_per_s = (v1 - v0) * 8 / 1e6 / ((t1 - t0) / 1000)
-            busiest[t1] = max(busiest.get(t1, 0.0), 100.0 * mbit_per_s / link_mbit)
-    return list(busiest.items())
+def verdict(role: str, samples: list[Sample], link_mbit: float | None, window: StepWindow,
+            interface: str | None = None) -> list[dict]:
+    """The host's resources that exceeded THRESHOLD_PERCENT during the measurement window, by
+    the one rule of esbperf/bottleneck.py (which the analysis applies to the monitor files too)."""
+    cpu = [(t, float(v)) for t, metric, _, v in samples if metric == "cpu.total"]
+    counters: dict[str, dict[str, list]] = {"rx": {}, "tx": {}}
+    for t, metric, subject, value in samples:
+        if metric in ("net.rx_bytes", "net.tx_bytes"):
+            counters[metric[4:6]].setdefault(subject, []).append((t, float(value)))
+    return bottleneck.assess(role, cpu, counters["rx"], counters["tx"], window.measure, link_mbit,
+                             interface).bottlenecks
 
 
 # ---- the command -------------------------------------------------------------------------

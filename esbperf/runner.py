@@ -136,7 +136,8 @@ def _record(plan: plans.Plan, targets: dict[str, topology.Target], testbed: topo
         "targets": [{"name": t.name, "kind": t.kind, "esb": t.esb, "url": t.url, "backends": t.backends}
                     for t in targets.values()],
         "testbed": {"name": testbed.name, "file": str(testbed.path), "emulated": testbed.emulated},
-        "hosts": {role: {"address": h.address, "link_mbit": h.link_mbit, "cpus": list(h.cpus or [])}
+        "hosts": {role: {"address": h.address, "link_mbit": h.link_mbit, "cpus": list(h.cpus or []),
+                         "interface": h.interface}   # the bottleneck rule's interface (esbperf/bottleneck.py)
                   for role, h in testbed.hosts.items()},
         "agents": [{"name": a.name, "host": a.host} for a in agents],
         "environment": environment.describe(),

@@ -18,7 +18,7 @@ from esbperf.project import CONSOLE_CONFIG
 TESTBEDS = CONSOLE_CONFIG / "testbeds"
 ROLES = ("client", "esb", "ws1", "ws2", "ws3")
 BACKENDS = ("ws1", "ws2", "ws3")
-HOST_FIELDS = ("address", "link_mbit", "monitor_port", "echo_port", "esb_ports", "cpus", "ssh")
+HOST_FIELDS = ("address", "link_mbit", "monitor_port", "echo_port", "esb_ports", "cpus", "ssh", "interface")
 TOP_FIELDS = ("name", "emulated", "prefix", "bridge", "sysctl", "console", "hosts", "targets")
 
 # RFC 2544's range for network benchmarks: emulated testbeds may use nothing else.
@@ -39,6 +39,7 @@ class Host:
     esb_ports: dict[str, int] = field(default_factory=dict)
     cpus: tuple[int, ...] | None = None
     ssh: str | None = None           # `user@host` for the optional checks over ssh (real LAN)
+    interface: str | None = None     # the test-network interface, for the bottleneck verdict (esbperf/bottleneck.py)
 
     def url(self, port: int) -> str:
         host = f"[{self.address}]" if ":" in self.address else self.address
@@ -189,6 +190,11 @@ def _host(path: Path, role: str, h: Any, emulated: bool) -> Host:
     ssh = h.get("ssh")
     if ssh is not None and (not isinstance(ssh, str) or not ssh or ssh.startswith("-") or " " in ssh):
         raise EsbperfError(f"{path}: {where}.ssh must be an ssh destination like user@host, got {ssh!r}")
+    interface = h.get("interface")
+    if interface is not None and (not isinstance(interface, str) or not re.fullmatch(r"[^\s/:]{1,15}", interface)
+                                  or interface == "lo"):
+        raise EsbperfError(f"{path}: {where}.interface must name a network interface like eth0 "
+                           f"(at most {IFNAME_MAX} characters, not lo), got {interface!r}")
     return Host(
         role=role, address=str(address),
         link_mbit=_link_mbit(path, f"{where}.link_mbit", h.get("link_mbit"), emulated),
@@ -196,7 +202,7 @@ def _host(path: Path, role: str, h: Any, emulated: bool) -> Host:
         echo_port=_port(path, f"{where}.echo_port", h["echo_port"]) if "echo_port" in h else None,
         esb_ports={k: _port(path, f"{where}.esb_ports.{k}", v) for k, v in esb_ports.items()},
         cpus=tuple(cpus) if cpus is not None else None,
-        ssh=ssh,
+        ssh=ssh, interface=interface,
     )
 
 

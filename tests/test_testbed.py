@@ -93,6 +93,9 @@ def test_cpus_and_defaults(tmp_path):
     assert tb.hosts["ws2"].link_mbit is None
     assert tb.hosts["ws3"].link_mbit == 2.5
     assert tb.sysctl == {"net.ipv4.ip_local_port_range": "10000 65535", "net.ipv4.tcp_tw_reuse": "1"}
+    # The bottleneck rule's interface (esbperf/bottleneck.py): named per host, else none (the busiest counts).
+    named = topology.load(write(tmp_path / "i.yaml", emulated_data(esb={"interface": "br0"})))
+    assert named.hosts["esb"].interface == "br0" and named.hosts["ws1"].interface is None
 
 
 def _set(data: dict, dotted: str, value) -> None:
@@ -127,6 +130,8 @@ BAD_EMULATED = [
     ("sysctl", {"vm.swappiness": 1}, "sysctl.vm.swappiness: an emulated testbed may only set net.* keys"),
     ("hosts.ws1.echo_port", 18080, "hosts.ws1.echo_port 18080 lies in sysctl.net.ipv4.ip_local_port_range 10000-65535"),
     ("emulated", "yes", "emulated must be true or false"),
+    ("hosts.esb.interface", "lo", "hosts.esb.interface must name a network interface like eth0"),
+    ("hosts.esb.interface", "eth0 br0", "hosts.esb.interface must name a network interface like eth0"),
     ("bridges", {}, "unknown field 'bridges'"),
 ]
 

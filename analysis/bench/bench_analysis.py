@@ -32,7 +32,8 @@ def make_run(folder: Path, rows: int) -> Path:
 
     run = folder / "run"
     marker = folder / "rows.txt"
-    if marker.exists() and marker.read_text() == str(rows):
+    layout = f"{rows} rows, µs logs"   # a run of an older layout (whole-ms logs) is written anew
+    if marker.exists() and marker.read_text() == layout:
         return run
     shutil.rmtree(folder, ignore_errors=True)
     started = time.perf_counter()
@@ -40,7 +41,7 @@ def make_run(folder: Path, rows: int) -> Path:
     size = sum(p.stat().st_size for p in run.rglob("*-data.log"))
     print(f"generated {rows:,} rows in {STEPS * FILES} data logs ({size / 1e6:,.0f} MB) "
           f"in {time.perf_counter() - started:.1f} s under {run}")
-    marker.write_text(str(rows))
+    marker.write_text(layout)
     return run
 
 
@@ -67,11 +68,12 @@ def child_bare(run: str) -> None:
     import polars as pl
 
     from esbperf.analysis.datalog import data_logs
+    from esbperf.analysis.histogram import bucket_expr
     from esbperf.analysis.results import load_runs
 
     started = time.perf_counter()
-    schema = dict(zip(["thread", "run", "test", "start", "time", "errors", "status", "req", "resp"],
-                      [pl.Int64] * 9))
+    schema = dict(zip(["thread", "run", "test", "start", "time", "errors", "status", "req", "resp", "us"],
+                      [pl.Int64] * 10))
     rows = 0
     for step in load_runs([Path(run)])[0].steps:
         w0, w1 = step.meta["warmup_end_ms"], step.meta["end_ms"]
@@ -80,7 +82,7 @@ def child_bare(run: str) -> None:
         kind = (pl.when(pl.col("start") < w0).then(1).when(pl.col("start") >= w1).then(2)
                 .when(pl.col("errors") == 0).then(3).otherwise(4)).cast(pl.Int8)
         grouped = (pl.concat(scans).with_columns(kind=kind)
-                   .group_by("kind", pl.when(pl.col("kind") == 3).then(pl.col("time")).alias("t"),
+                   .group_by("kind", pl.when(pl.col("kind") == 3).then(bucket_expr(pl.col("us"))).alias("t"),
                              pl.when(pl.col("kind") == 4).then(pl.col("status")).alias("s"))
                    .agg(n=pl.len(), req=pl.col("req").sum(), resp=pl.col("resp").sum())
                    .collect(engine="streaming"))
