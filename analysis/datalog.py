@@ -39,6 +39,8 @@ STANDARD = {
 CUSTOM = {"HTTP status": "status", "Request bytes": "request_bytes", "Response bytes": "response_bytes",
           "Response us": "response_us", "Latency us": "latency_us", "Start lag us": "lag_us"}
 SIZES = ("HTTP status", "Request bytes", "Response bytes")
+# The stock HTTP plugin's column of a user's own script (`esbperf run --script`), read as ours.
+HTTP_PLUGIN = {"HTTP response code": "HTTP status"}
 MICROS = ("Response us",)
 OPEN_MODEL = ("Latency us", "Start lag us")
 
@@ -109,6 +111,7 @@ def _scan(path: Path, index: int) -> _Scan:
     if not complete:                      # killed while writing its header
         return _Scan(None, 1, set())
     names = [n.strip() for n in header.split(SEPARATOR)]
+    names = [HTTP_PLUGIN[n] if n in HTTP_PLUGIN and HTTP_PLUGIN[n] not in names else n for n in names]
     missing = [n for n in STANDARD if n not in names]
     if missing:
         raise EsbperfError(f"{path}: not a Grinder data log: its header lacks {missing[0]!r} "

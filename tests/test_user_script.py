@@ -136,3 +136,17 @@ def test_a_thesis_era_script_runs_through_the_runner_and_reports(grinder, echoes
     assert row["scenario"] == "thesis_echo" and row["users"] == 3 and row["transactions"] > 100
     assert row["errors"] == 0 and row["tps"] > 50
     assert (run_dir / "report" / "report.html").is_file()
+
+
+def test_the_http_plugins_status_column_is_read_as_the_status(tmp_path):
+    from esbperf.analysis.datalog import log_stats
+
+    log = tmp_path / "host-0-data.log"
+    log.write_text("Thread, Run, Test, Start time (ms since Epoch), Test time, Errors, HTTP response code, "
+                   "HTTP response length, HTTP response errors, Time to resolve host, Time to establish connection, "
+                   "Time to first byte, New connections\n"
+                   "0, 0, 1, 1000, 2, 0, 200, 512, 0, 0, 0, 1, 1\n"
+                   "0, 1, 1, 1010, 3, 1, 500, 40, 1, 0, 0, 2, 0\n"
+                   "0, 2, 1, 1020, 2, 0, 200, 512, 0, 0, 0, 1, 0\n")
+    stats = log_stats([log], 1000, 2000)
+    assert (stats.transactions, stats.errors, stats.error_statuses) == (2, 1, {"500": 1})
