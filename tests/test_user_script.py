@@ -150,3 +150,34 @@ def test_the_http_plugins_status_column_is_read_as_the_status(tmp_path):
                    "0, 2, 1, 1020, 2, 0, 200, 512, 0, 0, 0, 1, 0\n")
     stats = log_stats([log], 1000, 2000)
     assert (stats.transactions, stats.errors, stats.error_statuses) == (2, 1, {"500": 1})
+
+
+HALF_IDLE_SCRIPT = THESIS_ERA_SCRIPT.replace(
+    '''            grinder.statistics.forLastTest.success = 0
+''', '''            grinder.statistics.forLastTest.success = 0
+        if grinder.threadNumber %% 2 == 1:
+            grinder.sleep(700, 0)   # idled on purpose: one transaction now and then, not a user's load
+''')
+
+
+@pytest.mark.slow
+def test_littles_law_warns_when_half_the_threads_idle(grinder, echoes, testbed_file, tmp_path):
+    # 4 users over 2 agents: thread 1 of each agent's worker idles 0.7 s after each transaction, so
+    # every thread is seen in the window (the users check passes) but only about 2 load the target.
+    from esbperf.analysis.report import build_report
+
+    script = tmp_path / "half_idle.py"
+    script.write_text(HALF_IDLE_SCRIPT % {"host": HOST, "port": ECHO_PORTS["ws1"]})
+    plan = tmp_path / "idle-plan.yaml"
+    plan.write_text(yaml.safe_dump({"name": "idle-plan", "users": [4], "duration_s": 4, "warmup_s": 2}))
+    out = subprocess.run([sys.executable, "-m", "esbperf", "run", "--plan", str(plan), "--target", "direct",
+                          "--testbed", str(testbed_file), "--script", str(script), "--out", str(tmp_path / "results"),
+                          "--no-report"], capture_output=True, text=True, env=dict(os.environ), timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    [run_dir] = (tmp_path / "results").iterdir()
+    meta = json.loads((run_dir / "direct/half_idle/script/4/iter-1/step.json").read_text())
+    assert meta["threads_seen"] == 4
+    _, analysis = build_report([run_dir], tmp_path / "report")
+    [row] = analysis.summary.rows(named=True)
+    assert row["little_ratio"] < 0.75, row["little_ratio"]
+    assert any("Little's law does not hold" in w and "4 users" in w for w in analysis.warnings), analysis.warnings
