@@ -152,6 +152,7 @@ def test_the_http_plugins_status_column_is_read_as_the_status(tmp_path):
     assert (stats.transactions, stats.errors, stats.error_statuses) == (2, 1, {"500": 1})
 
 
+SLOW_ECHO_PORT = 16085   # this file's own echo that answers after 20 ms
 HALF_IDLE_SCRIPT = THESIS_ERA_SCRIPT.replace(
     '''            grinder.statistics.forLastTest.success = 0
 ''', '''            grinder.statistics.forLastTest.success = 0
@@ -161,13 +162,18 @@ HALF_IDLE_SCRIPT = THESIS_ERA_SCRIPT.replace(
 
 
 @pytest.mark.slow
-def test_littles_law_warns_when_half_the_threads_idle(grinder, echoes, testbed_file, tmp_path):
+def test_littles_law_warns_when_half_the_threads_idle(grinder, echoes, testbed_file, tmp_path, request):
     # 4 users over 2 agents: thread 1 of each agent's worker idles 0.7 s after each transaction, so
     # every thread is seen in the window (the users check passes) but only about 2 load the target.
+    # The echo waits 20 ms: the script's whole-ms times are then at most 5 % short, so the law's
+    # tolerance band cannot swallow the idle half (with a 1 ms echo it could, on a fast machine).
     from esbperf.analysis.report import build_report
+    from esbperf.echo import start_echo
 
+    slow_echo = start_echo("ws1", HOST, SLOW_ECHO_PORT, delay_ms=20, workdir=tmp_path / "slow-echo")
+    request.addfinalizer(slow_echo.stop)
     script = tmp_path / "half_idle.py"
-    script.write_text(HALF_IDLE_SCRIPT % {"host": HOST, "port": ECHO_PORTS["ws1"]})
+    script.write_text(HALF_IDLE_SCRIPT % {"host": HOST, "port": SLOW_ECHO_PORT})
     plan = tmp_path / "idle-plan.yaml"
     plan.write_text(yaml.safe_dump({"name": "idle-plan", "users": [4], "duration_s": 4, "warmup_s": 2}))
     out = subprocess.run([sys.executable, "-m", "esbperf", "run", "--plan", str(plan), "--target", "direct",
