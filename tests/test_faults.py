@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from conftest import ECHO_PORTS, HOST, write_testbed
-from esbperf import agent, console, plan as plans, procs, results, runner, topology
+from esbperf import agent, console, plan as plans, procs, runner, topology
 from esbperf.analysis.results import load_run
 from esbperf.errors import EsbperfError
 

@@ -289,7 +289,7 @@ def test_holder_lookup_cuts_long_command_lines_and_falls_back_quietly():
     assert short.startswith("java … esbperf.echo.EchoMain --id ws1 --host") and short.endswith("…")
     assert len(short) == procs.COMMAND_CHARS
     assert procs.short_command(["/usr/bin/python3", "-m", "http.server"]) == "python3 -m http.server"
-    with socket.create_server((HOST, 16995)) as held:
+    with socket.create_server((HOST, 16995)):
         assert procs.held_by(HOST, 16995) == f" (held by pid {os.getpid()}: {procs.short_command(_own_argv())})"
         assert procs.held_by(HOST, 16996) == ""        # nobody listens there
         line = f"monitor: error: cannot listen on {HOST}:16995: Address already in use"
