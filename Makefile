@@ -30,10 +30,13 @@ build:
 build-and-test:
 	mvn -q -B package
 
-# Debian packages the tests use: ip/tc (emulated testbed), chromium (report check).
+# Debian packages the tests use: ip/tc (emulated testbed), chromium (report check), OpenSSH's
+# client and server and rsync (the emulated testbed's ssh mode).
 system-deps:
-	@command -v ip >/dev/null && command -v tc >/dev/null && command -v chromium >/dev/null || { \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 chromium >/dev/null; }
+	@command -v ip >/dev/null && command -v tc >/dev/null && command -v chromium >/dev/null \
+	  && command -v ssh >/dev/null && test -x /usr/sbin/sshd && command -v rsync >/dev/null || { \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 chromium \
+	    openssh-client openssh-server rsync >/dev/null; }
 
 clean:
 	mvn -q -B clean

@@ -82,7 +82,12 @@ def bring_home(workers: Iterable[Worker], relative: str, into: Path, fetchers: l
     workers = list(workers)
     problems = []
     for agent in dict.fromkeys(w.agent for w in workers):
-        if not any(fetch(agent, relative, into) for fetch in fetchers):
+        try:
+            found = any(fetch(agent, relative, into) for fetch in fetchers)
+        except EsbperfError as e:   # its host could not be reached, or the copy failed
+            problems.append(f"agent {agent}: its logs of this step could not be brought home: {e}")
+            continue
+        if not found:
             problems.append(f"agent {agent}: its logs of this step were not found (no working folder of that agent "
                             f"holds {relative}; an agent on another machine needs a testbed host with `ssh:` named "
                             f"after it, e.g. load2)")

@@ -27,7 +27,7 @@ from esbperf.config import state_dir
 from esbperf.console import testbed_option
 from esbperf.errors import EsbperfError
 from esbperf.project import MONITOR, ensure_built
-from esbperf.topology import ROLES, Testbed
+from esbperf.topology import ROLES, Testbed, is_role
 
 NATIVE_DIR = MONITOR.dir / "target" / "native"   # sigar's JNI libraries, unpacked by the build
 SAMPLERS = ("sigar", "oshi")   # sigar by default; OSHI where sigar cannot load, or when asked for
@@ -55,8 +55,8 @@ def monitor_process(role: str, host: str, port: int, pids: Sequence[int] = (), m
     (inside its network namespace when the testbed is emulated). `workdir` is its state folder:
     its log and its spool (`workdir/spool`, kept across restarts); the spool's bounds default to
     the monitor's own (64 MiB, 24 h)."""
-    if role not in ROLES:
-        raise EsbperfError(f"unknown role '{role}' (roles: {', '.join(ROLES)})")
+    if not is_role(role):
+        raise EsbperfError(f"unknown role '{role}' (roles: {', '.join(ROLES)}, load2, load3, ...)")
     if sampler not in SAMPLERS:
         raise EsbperfError(f"unknown sampler '{sampler}' (samplers: {', '.join(SAMPLERS)})")
     for match in matches:
@@ -169,7 +169,7 @@ def collect_step(testbed: Testbed, step_dir: Path, warmup_start_ms: int, measure
     if not warmup_start_ms <= measure_start_ms < end_ms:
         raise EsbperfError(f"collect_step: the step's times must satisfy warmup start <= measure start < end, "
                            f"got {warmup_start_ms}, {measure_start_ms}, {end_ms}")
-    chosen = [r for r in ROLES if testbed.hosts[r].monitor_port] if roles is None else list(roles)
+    chosen = [r for r, h in testbed.hosts.items() if h.monitor_port] if roles is None else list(roles)
     for role in chosen:
         if role not in testbed.hosts:
             raise EsbperfError(f"collect_step: unknown role '{role}' (roles: {', '.join(ROLES)})")
@@ -322,7 +322,7 @@ def _parse_listen(value: str) -> tuple[str, int]:
 
 
 @click.command()
-@click.option("--role", required=True, type=click.Choice(ROLES), help="The host role this monitor samples.")
+@click.option("--role", required=True, help="The host role this monitor samples (client, esb, ws1-ws3, load2, ...).")
 @click.option("--pid", "pids", type=click.IntRange(min=1), multiple=True, metavar="PID",
               help="Also sample this process's CPU and memory (repeatable).")
 @click.option("--match", "matches", multiple=True, metavar="TEXT",
@@ -338,6 +338,8 @@ def monitor(role: str, pids: tuple[int, ...], matches: tuple[str, ...], listen: 
     """Sample this host's CPU, memory and network once a second (watched processes every 2 s),
     keep the samples in a spool in the state folder and serve them to the runner; Ctrl-C stops it."""
     testbed = topology.load(testbed_name)
+    if role not in testbed.hosts:
+        raise EsbperfError(f"--role {role}: {testbed.path} has no such host (hosts: {', '.join(testbed.hosts)})")
     if listen:
         host, port = _parse_listen(listen)
     else:

@@ -12,6 +12,7 @@ interrupted run — Ctrl-C, a full disk, a console gone for good — keeps its f
 from __future__ import annotations
 
 import errno
+import os
 import shutil
 import time
 from pathlib import Path
@@ -24,16 +25,16 @@ from rich.table import Table
 
 from esbperf import collect, environment, estimate, plan as plans, procs, results, scenarios, topology, user_script
 from esbperf.config import AgentConfig, ConsoleConfig, state_dir
-from esbperf.console import ControlClient, control_client, statistics
+from esbperf.console import TOKEN_ENV, ControlClient, control_client, statistics
 from esbperf.errors import EsbperfError
 from esbperf.step import Agent, RunContext, StepAside, StepRunner
+from esbperf.testbed import hosts, ssh
 from esbperf.verify import verify_target
 
 PREFLIGHT_TIMEOUT_S = 5
 AGENT_WAIT_S = 10
 MAX_SKEW_MS = 100.0   # a host's clock further off than this refuses the run (monitor windows would shift)
 LAYOUT = 2   # step folders <target>/<scenario>/<payload>/<users>/[rate-<r>/]iter-<n>
-LOAD_ROLES = ("client",)   # roles whose machines run agents (load hosts join them when the testbed names them)
 
 
 def _targets(testbed: topology.Testbed, names: Iterable[str]) -> dict[str, topology.Target]:
@@ -55,8 +56,7 @@ def agent_hosts(testbed: topology.Testbed, agents: list[dict], local: collect.Lo
                            "Stop one (each agent needs a name of its own: --host-id)")
     found = []
     for name in names:
-        role = next((r for r in testbed.hosts if (r in LOAD_ROLES or r.startswith("load"))
-                     and (name == r or name.startswith(f"{r}-"))), None)
+        role = next((r for r in testbed.load_roles if name == r or name.startswith(f"{r}-")), None)
         if role is None and any(f.is_dir() for f in local.folders(name)):
             role = "client"
         if role is None:
@@ -237,7 +237,7 @@ def _check_restart(plan: plans.Plan, targets: dict[str, topology.Target],
                    restart_esb: Callable[[str], int] | None) -> None:
     if plan.restart == "per-step" and restart_esb is None and any(t.kind == "esb" for t in targets.values()):
         raise EsbperfError(f"plan {plan.name} restarts the ESB before each step (restart: per-step), which needs the "
-                           "ESB started by esbperf's launcher (`esbperf demo`); this run was not given one")
+                           "ESB started by esbperf's launcher (`esbperf demo`, or `esbperf testbed start`); none started it")
 
 
 def _context(run_dir: Path, plan: plans.Plan, testbed: topology.Testbed, targets: dict[str, topology.Target],
@@ -245,7 +245,9 @@ def _context(run_dir: Path, plan: plans.Plan, testbed: topology.Testbed, targets
              record: dict, verify: bool, roles: list[str], began: float,
              restart_esb: Callable[[str], int] | None) -> RunContext:
     record["restart"] = plan.restart
-    return RunContext(run_dir, plan, testbed, targets, agents, [local], connect, record, verify, roles, began,
+    # Agents on this machine, then those on hosts reached over ssh (`esbperf testbed start` put them there).
+    fetchers = [local, *ssh.agent_fetchers(testbed)]
+    return RunContext(run_dir, plan, testbed, targets, agents, fetchers, connect, record, verify, roles, began,
                       local.state_dirs, restart_esb)
 
 
@@ -270,11 +272,14 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
     if not names:
         raise EsbperfError("give at least one --target")
     targets = _targets(testbed, names)
-    _check_restart(plan, targets, restart_esb)
     if bool(script) != bool(plan.script):
         raise EsbperfError("a user's script needs a plan loaded for it, and such a plan needs its script")
     verify = verify and not script
-    local = collect.LocalAgents([state_dir(), *local_state_dirs])
+    local = collect.LocalAgents([state_dir(), *local_state_dirs, *hosts.local_agent_states(testbed)])
+    if token_file is None and not os.environ.get(TOKEN_ENV):
+        token_file = hosts.console_token(testbed)   # the console `esbperf testbed start` started, if it did
+    restart_esb = restart_esb or hosts.esb_restarter(testbed, plan.restart)
+    _check_restart(plan, targets, restart_esb)
     connect = lambda: control_client(testbed, token_file)   # noqa: E731 - re-read: a restarted console has a new token
     client = connect()
     agents = preflight(client, targets, plan, testbed, local, verify, console.print)
@@ -318,10 +323,14 @@ def resume(run_dir: Path, verify: bool = True, console: Console | None = None,
         verify = False
     testbed = topology.load(record["testbed"]["file"])
     targets = _targets(testbed, [t["name"] for t in record["targets"]])
+    restart_esb = restart_esb or hosts.esb_restarter(testbed, plan.restart)
     _check_restart(plan, targets, restart_esb)
-    local = collect.LocalAgents([state_dir(), *map(Path, record.get("local_state_dirs", []))])
+    local = collect.LocalAgents([state_dir(), *map(Path, record.get("local_state_dirs", [])),
+                                 *hosts.local_agent_states(testbed)])
     if token_file is None and record.get("console_token_file"):
         token_file = Path(record["console_token_file"])
+    if token_file is None and not os.environ.get(TOKEN_ENV):
+        token_file = hosts.console_token(testbed)
     connect = lambda: control_client(testbed, token_file)   # noqa: E731
     client = connect()
     agents = preflight(client, targets, plan, testbed, local, verify, console.print)
@@ -377,7 +386,7 @@ def plan_run(plan: plans.Plan, target_names: list[str], testbed: topology.Testbe
     """Print every step of the run and its estimated wall time; start nothing, contact nothing."""
     targets = _targets(testbed, target_names)
     steps = plan.steps(list(targets))
-    agents = [r for r in testbed.hosts if r in LOAD_ROLES or r.startswith("load")]
+    agents = testbed.load_roles
     guess = estimate.estimate(plan, steps)
     table = Table(title=f"{plan.name} against {', '.join(targets)}: {len(steps)} steps "
                         f"({plan.model} model, {len(agents)} load host(s): {', '.join(agents)})")

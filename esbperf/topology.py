@@ -16,10 +16,18 @@ from esbperf.errors import EsbperfError
 from esbperf.project import CONSOLE_CONFIG
 
 TESTBEDS = CONSOLE_CONFIG / "testbeds"
-ROLES = ("client", "esb", "ws1", "ws2", "ws3")
+ROLES = ("client", "esb", "ws1", "ws2", "ws3")   # every testbed has these five
 BACKENDS = ("ws1", "ws2", "ws3")
-HOST_FIELDS = ("address", "link_mbit", "monitor_port", "echo_port", "esb_ports", "cpus", "ssh", "interface")
-TOP_FIELDS = ("name", "emulated", "prefix", "bridge", "sysctl", "console", "hosts", "targets")
+# Further load hosts (agents and a monitor, beside the client's): load2, load3, ... load99.
+LOAD_ROLE_RE = re.compile(r"^load([2-9]|[1-9][0-9])$")
+HOST_FIELDS = ("address", "link_mbit", "monitor_port", "echo_port", "esb_ports", "cpus", "ssh", "dir", "interface")
+LOAD_HOST_FIELDS = ("address", "link_mbit", "monitor_port", "cpus", "ssh", "dir", "interface")
+TOP_FIELDS = ("name", "emulated", "prefix", "bridge", "sysctl", "console", "ssh_config", "hosts", "targets")
+# An ssh destination (`user@host` or an alias of the user's ssh config) and an install folder:
+# plain names only, so they pass unquoted through ssh and rsync (`DEST:DIR`).
+SSH_DEST_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*@[A-Za-z0-9_][A-Za-z0-9._-]*$|^[A-Za-z0-9_][A-Za-z0-9._-]*$")
+DIR_RE = re.compile(r"^[A-Za-z0-9_./+-]+$")
+DEFAULT_DIR = "esbperf"   # the install folder on an ssh host, relative to the login's home
 
 # RFC 2544's range for network benchmarks: emulated testbeds may use nothing else.
 BENCHMARK_NET = ipaddress.ip_network("198.18.0.0/15")
@@ -38,7 +46,8 @@ class Host:
     echo_port: int | None = None
     esb_ports: dict[str, int] = field(default_factory=dict)
     cpus: tuple[int, ...] | None = None
-    ssh: str | None = None           # `user@host` for the optional checks over ssh (real LAN)
+    ssh: str | None = None           # `user@host` or an ssh alias: how the client reaches this host
+    dir: str = DEFAULT_DIR           # the install folder on an ssh host (relative: to the login's home)
     interface: str | None = None     # the test-network interface, for the bottleneck verdict (esbperf/bottleneck.py)
 
     def url(self, port: int) -> str:
@@ -105,10 +114,16 @@ class Testbed:
     prefix: str = DEFAULT_PREFIX       # names of the namespaces, links and bridge `testbed up` makes
     bridge: Bridge | None = None       # emulated testbeds only
     sysctl: dict[str, str] = field(default_factory=dict)   # OS tuning every host should have
+    ssh_config: Path | None = None     # passed to ssh as -F (None: the user's own ~/.ssh/config)
 
     @property
     def client(self) -> Host:
         return self.hosts["client"]
+
+    @property
+    def load_roles(self) -> list[str]:
+        """The hosts that run agents: the client and every load host."""
+        return [r for r in self.hosts if r == "client" or LOAD_ROLE_RE.match(r)]
 
     @property
     def api_url(self) -> str:
@@ -168,14 +183,20 @@ def _link_mbit(path: Path, where: str, value: Any, emulated: bool) -> float | No
     return value
 
 
+def is_role(name: str) -> bool:
+    """One of the five fixed roles, or a load host (load2, load3, ...)."""
+    return name in ROLES or bool(LOAD_ROLE_RE.match(name))
+
+
 def _host(path: Path, role: str, h: Any, emulated: bool) -> Host:
     where = f"hosts.{role}"
     if not isinstance(h, dict):
         raise EsbperfError(f"{path}: {where} must be a mapping")
-    unknown = set(h) - set(HOST_FIELDS)
+    allowed = HOST_FIELDS if role in ROLES else LOAD_HOST_FIELDS
+    unknown = set(h) - set(allowed)
     if unknown:
         raise EsbperfError(f"{path}: {where}: unknown field '{sorted(unknown)[0]}' "
-                           f"(allowed: {', '.join(HOST_FIELDS)})")
+                           f"(allowed: {', '.join(allowed)})")
     try:
         address = ipaddress.ip_address(str(h.get("address")))
     except ValueError:
@@ -188,8 +209,17 @@ def _host(path: Path, role: str, h: Any, emulated: bool) -> Host:
                              or not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in cpus)):
         raise EsbperfError(f"{path}: {where}.cpus must be a non-empty list of CPU numbers, got {cpus!r}")
     ssh = h.get("ssh")
-    if ssh is not None and (not isinstance(ssh, str) or not ssh or ssh.startswith("-") or " " in ssh):
-        raise EsbperfError(f"{path}: {where}.ssh must be an ssh destination like user@host, got {ssh!r}")
+    if ssh is not None and (not isinstance(ssh, str) or not SSH_DEST_RE.match(ssh)):
+        raise EsbperfError(f"{path}: {where}.ssh must be an ssh destination like user@host or an alias "
+                           f"of your ssh config (letters, digits, '.', '_', '-'), got {ssh!r}")
+    folder = h.get("dir", DEFAULT_DIR)
+    if not isinstance(folder, str) or not DIR_RE.match(folder) or folder.startswith("-") \
+            or ".." in folder.split("/"):
+        raise EsbperfError(f"{path}: {where}.dir must be a folder (absolute, or relative to the login's home; "
+                           f"letters, digits, '.', '_', '-', '+', '/', no '..'), got {folder!r}")
+    if "dir" in h and ssh is None:
+        raise EsbperfError(f"{path}: {where}.dir is the install folder on a host reached over ssh; "
+                           "give the host an ssh: too, or remove dir")
     interface = h.get("interface")
     if interface is not None and (not isinstance(interface, str) or not re.fullmatch(r"[^\s/:]{1,15}", interface)
                                   or interface == "lo"):
@@ -202,7 +232,7 @@ def _host(path: Path, role: str, h: Any, emulated: bool) -> Host:
         echo_port=_port(path, f"{where}.echo_port", h["echo_port"]) if "echo_port" in h else None,
         esb_ports={k: _port(path, f"{where}.esb_ports.{k}", v) for k, v in esb_ports.items()},
         cpus=tuple(cpus) if cpus is not None else None,
-        ssh=ssh, interface=interface,
+        ssh=ssh, dir=folder.rstrip("/") or "/", interface=interface,
     )
 
 
@@ -211,12 +241,14 @@ def _hosts(path: Path, data: dict, emulated: bool) -> dict[str, Host]:
     if not isinstance(hosts_data, dict):
         raise EsbperfError(f"{path}: 'hosts' must map roles ({', '.join(ROLES)}) to host settings")
     for role in hosts_data:
-        if role not in ROLES:
-            raise EsbperfError(f"{path}: hosts: unknown role '{role}' (allowed: {', '.join(ROLES)})")
+        if not isinstance(role, str) or not is_role(role):
+            raise EsbperfError(f"{path}: hosts: unknown role '{role}' (allowed: {', '.join(ROLES)}, "
+                               "and load hosts load2, load3, ...)")
     missing = [r for r in ROLES if r not in hosts_data]
     if missing:
         raise EsbperfError(f"{path}: hosts: missing role(s) {', '.join(missing)}")
-    hosts = {role: _host(path, role, hosts_data[role], emulated) for role in ROLES}
+    loads = sorted((r for r in hosts_data if r not in ROLES), key=lambda r: int(r[4:]))
+    hosts = {role: _host(path, role, hosts_data[role], emulated) for role in [*ROLES, *loads]}
     for ws in BACKENDS:
         if hosts[ws].echo_port is None:
             raise EsbperfError(f"{path}: hosts.{ws}.echo_port is required")
@@ -250,13 +282,13 @@ def _prefix(path: Path, data: dict) -> str:
     return prefix
 
 
-def _bridge(path: Path, data: dict, prefix: str) -> Bridge:
+def _bridge(path: Path, data: dict, prefix: str, roles: list[str]) -> Bridge:
     raw = data.get("bridge")
     if not isinstance(raw, dict) or set(raw) != {"name", "address"}:
         raise EsbperfError(f"{path}: an emulated testbed needs 'bridge: {{name: {prefix}br0, address: 198.18.0.1/24}}'")
     name = raw["name"]
     if not isinstance(name, str) or not name.startswith(prefix) or len(name) > IFNAME_MAX \
-            or not re.fullmatch(r"[a-z0-9-]+", name) or name in {prefix + r for r in ROLES}:
+            or not re.fullmatch(r"[a-z0-9-]+", name) or name in {prefix + r for r in roles}:
         raise EsbperfError(f"{path}: bridge.name must start with the prefix '{prefix}', be at most {IFNAME_MAX} "
                            f"lowercase letters, digits or '-', and not name a host's link, got {name!r}")
     try:
@@ -294,6 +326,27 @@ def _check_emulated(path: Path, hosts: dict[str, Host], bridge: Bridge, api_host
     if api_host != hosts["client"].address:
         raise EsbperfError(f"{path}: console.api_host must be the client's address {hosts['client'].address} "
                            f"in an emulated testbed (the console runs in the client's namespace), got {api_host}")
+
+
+def _check_emulated_ssh(path: Path, hosts: dict[str, Host], data: dict) -> None:
+    """The emulated ssh mode: an OpenSSH server in the namespace of each host with `ssh:`, on that
+    host's address, and an install folder of its own (the hosts share this machine's files)."""
+    folders: dict[str, str] = {}
+    for role, host in hosts.items():
+        if not host.ssh:
+            continue
+        where = f"hosts.{role}"
+        if host.ssh.rpartition("@")[2] != host.address:
+            raise EsbperfError(f"{path}: {where}.ssh must be USER@{host.address} on an emulated testbed (its "
+                               f"OpenSSH server listens on the host's own address), got {host.ssh!r}")
+        if "dir" not in data["hosts"][role]:
+            raise EsbperfError(f"{path}: {where}.dir: an emulated ssh host needs an install folder of its own "
+                               "(the emulated hosts share this machine's file system)")
+        for other, folder in folders.items():
+            if host.dir == folder or host.dir.startswith(folder + "/") or folder.startswith(host.dir + "/"):
+                raise EsbperfError(f"{path}: {where}.dir {host.dir} overlaps hosts.{other}.dir {folder}; "
+                                   "each emulated host needs an install folder of its own")
+        folders[role] = host.dir
 
 
 def _check_ports(path: Path, hosts: dict[str, Host], console_port: int, api_host: str, api_port: int,
@@ -366,16 +419,18 @@ def load(name_or_path: str | Path | None = None, default: str = "local") -> Test
     prefix = _prefix(path, data)
     bridge = None
     if emulated:
-        bridge = _bridge(path, data, prefix)
+        bridge = _bridge(path, data, prefix, list(hosts))
         _check_emulated(path, hosts, bridge, api_host)
-        for role, host in hosts.items():
-            if host.ssh:
-                raise EsbperfError(f"{path}: hosts.{role}.ssh is only for real hosts, not emulated ones")
+        _check_emulated_ssh(path, hosts, data)
     else:
         for key in ("prefix", "bridge"):
             if key in data:
                 raise EsbperfError(f"{path}: {key} is only for emulated testbeds (emulated: true)")
     _check_ports(path, hosts, console_port, api_host, api_port, sysctl)
+    ssh_config = data.get("ssh_config")
+    if ssh_config is not None and (not isinstance(ssh_config, str) or not ssh_config.strip()):
+        raise EsbperfError(f"{path}: ssh_config must be the path of an ssh config file (passed to ssh as -F), "
+                           f"got {ssh_config!r}")
 
     testbed = Testbed(
         name=str(data.get("name", path.stem)), path=path, hosts=hosts,
@@ -383,6 +438,7 @@ def load(name_or_path: str | Path | None = None, default: str = "local") -> Test
         targets={}, emulated=emulated,
         extra={k: v for k, v in data.items() if k in ("prefix", "bridge", "sysctl")},
         prefix=prefix, bridge=bridge, sysctl=sysctl,
+        ssh_config=(path.parent / Path(ssh_config).expanduser()).resolve() if ssh_config else None,
     )
     testbed.targets = _targets(path, data, testbed)
     return testbed

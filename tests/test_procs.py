@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from esbperf import console, procs, topology
-from esbperf.testbed import netns
+from esbperf import testbed as testbeds
 
 pytestmark = pytest.mark.slow
 
@@ -329,7 +329,7 @@ def test_emulated_monitor_dies_through_netns_exec_and_taskset_and_names_a_holder
     tb = emulated_testbed(tmp_path / "emulated.yaml")
     esb = tb.hosts["esb"]
     ns = tb.netns("esb")
-    with netns.emulated(tb):
+    with testbeds.emulated(tb):
         # As `esbperf testbed commands` and the demo run it: the command itself in the namespace.
         command = Command(tmp_path, "monitor", "--role", "esb", "--testbed", str(tb.path),
                           prefix=("ip", "netns", "exec", ns))

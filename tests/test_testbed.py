@@ -65,10 +65,10 @@ def write(path: Path, data: dict) -> Path:
 
 # ---- the description files ---------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["local", "emulated", "lan-example"])
+@pytest.mark.parametrize("name", ["local", "emulated", "emulated-ssh", "lan-example"])
 def test_shipped_testbeds_load(name):
     tb = topology.load(name)
-    assert set(tb.hosts) == set(topology.ROLES)
+    assert set(topology.ROLES) <= set(tb.hosts) and set(tb.load_roles) == set(tb.hosts) - {"esb", "ws1", "ws2", "ws3"}
     assert tb.target("direct").backends["ws1"] == tb.echo_url("ws1")
 
 
@@ -125,7 +125,11 @@ BAD_EMULATED = [
     ("prefix", "averylongprefix-", "prefix must be 1-8 lowercase letters"),
     ("hosts.ws1.link_mbit", -5, "hosts.ws1.link_mbit must be a positive number of Mbit/s or 'unlimited'"),
     ("hosts.ws1.cpus", "0-1", "hosts.ws1.cpus must be a non-empty list of CPU numbers"),
-    ("hosts.ws1.ssh", "bench@somewhere", "hosts.ws1.ssh is only for real hosts"),
+    ("hosts.ws1.ssh", "bench@somewhere", "hosts.ws1.ssh must be USER@198.18.201.31 on an emulated testbed"),
+    ("hosts.ws1.ssh", "-oProxyCommand=x", "hosts.ws1.ssh must be an ssh destination like user@host"),
+    ("hosts.ws1.dir", "esbperf", "hosts.ws1.dir is the install folder on a host reached over ssh"),
+    ("hosts.load2", {"address": "198.18.201.11", "echo_port": 8080}, "hosts.load2: unknown field 'echo_port'"),
+    ("hosts.load1", {"address": "198.18.201.11"}, "hosts: unknown role 'load1'"),
     ("console.api_host", "127.0.0.1", "console.api_host must be the client's address 198.18.201.10"),
     ("sysctl", {"vm.swappiness": 1}, "sysctl.vm.swappiness: an emulated testbed may only set net.* keys"),
     ("hosts.ws1.echo_port", 18080, "hosts.ws1.echo_port 18080 lies in sysctl.net.ipv4.ip_local_port_range 10000-65535"),
@@ -184,6 +188,7 @@ def test_testbed_commands_use_the_file_and_the_namespaces(tmp_path):
     lan = subprocess.run([*ESBPERF, "testbed", "commands", "--testbed", "lan-example"],
                          capture_output=True, text=True, check=True).stdout.splitlines()
     assert "esbperf monitor --role ws3 --testbed lan-example" in lan
+    assert "esbperf agent --testbed lan-example --count 1 --host-id load2" in lan   # a further load host
     assert not any("netns" in line for line in lan)
 
 

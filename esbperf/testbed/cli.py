@@ -1,6 +1,7 @@
-"""`esbperf testbed`: bring the emulated five-host testbed up or down, show it, check any
-testbed (emulated or a real LAN) before a run, print what to start on each host, and put faults
-on an emulated host's link."""
+"""`esbperf testbed`: bring the emulated testbed up or down; install esbperf on the hosts reached
+over ssh, start and stop every host's services and show what runs where; check any testbed
+(emulated or a real LAN) before a run; print what to start on each host by hand; and put faults on
+an emulated host's link."""
 from __future__ import annotations
 
 import json
@@ -10,9 +11,9 @@ from typing import Any
 import click
 
 from esbperf import topology
-from esbperf.testbed import EMULATED, check, down, fault, load, status, up
+from esbperf.testbed import EMULATED, check, down, fault, hosts, load, status, up
+from esbperf.testbed.hosts import host_commands
 from esbperf.errors import EsbperfError
-from esbperf.topology import ROLES, Testbed
 
 def _option(default: str):
     return click.option("--testbed", "testbed_name", metavar="NAME|FILE", default=default, show_default=True,
@@ -52,12 +53,61 @@ def down_command(testbed_name: str) -> None:
 @_option(EMULATED)
 @click.option("--json", "as_json", is_flag=True, help="Print the status document as JSON.")
 def status_command(testbed_name: str, as_json: bool) -> None:
-    """Show the emulated testbed's hosts, addresses, links and rates, and what exists of them."""
-    report = status(testbed_name)
+    """Show the emulated testbed's hosts, links and rates, and on every testbed what runs where
+    (the services `esbperf testbed start` started)."""
+    tb = load(testbed_name)
+    report = status(tb) if tb.emulated else {}
+    services = hosts.status(tb)
     if as_json:
-        click.echo(json.dumps(report, indent=2))
-    else:
+        click.echo(json.dumps({**report, "services": services}, indent=2))
+        return
+    if report:
         _print_status(report)
+    click.echo("services (`esbperf testbed start`):")
+    for role, found in services.items():
+        if isinstance(found, str):
+            click.echo(f"  {role:8} cannot tell: {found}")
+        elif not found:
+            click.echo(f"  {role:8} none")
+        for s in found if isinstance(found, list) else []:
+            state = "running" if s["alive"] else f"ended: {s['last_line'] or 'no output'}"
+            click.echo(f"  {role:8} {s['name']:10} {s.get('ready') or 'agent':22} pid {s['pid']:<7} {state}; log {s['log']}")
+
+
+@testbed.command("install")
+@_option("local")
+def install_command(testbed_name: str) -> None:
+    """Put this esbperf (built) on every host with `ssh:`, in its install folder; only what changed is sent."""
+    from esbperf.testbed import install
+
+    tb = topology.load(testbed_name)
+    lines = install.install(tb, echo=click.echo)
+    click.echo(f"testbed install: esbperf is on {len(lines)} host(s)")
+
+
+@testbed.command("start")
+@_option("local")
+@click.option("--esb", help="The ESB to start on the esb host (default: the first in hosts.esb.esb_ports).")
+def start_command(testbed_name: str, esb: str | None) -> None:
+    """Start every host's services in the background (over ssh where a host has `ssh:`), each
+    checked ready; on any failure what was started is stopped again."""
+    tb = topology.load(testbed_name)
+    started = hosts.start(tb, esb, echo=lambda line: click.echo(f"started {line}"))
+    click.echo(f"testbed start: {len(started)} service(s) running; `esbperf testbed stop --testbed {testbed_name}` "
+               "stops them")
+
+
+@testbed.command("stop")
+@_option("local")
+def stop_command(testbed_name: str) -> None:
+    """Stop the services `testbed start` started, on every host, by their pid files."""
+    tb = topology.load(testbed_name)
+    lines, problems = hosts.stop(tb)
+    for line in lines:
+        click.echo(f"stopped {line}")
+    if problems:
+        raise EsbperfError(f"testbed stop: {len(problems)} host(s) could not be asked: " + "; ".join(problems))
+    click.echo(f"testbed stop: {sum(' not running' not in line for line in lines)} service(s) stopped")
 
 
 def _mark(ok: bool) -> str:
@@ -89,7 +139,7 @@ def _print_status(report: dict[str, Any]) -> None:
 @testbed.command("check")
 @_option("local")
 @click.option("--target", "target_name", help="Probe only this target's ESB port (direct: no ESB). Default: every ESB port.")
-@click.option("--role", "roles", multiple=True, type=click.Choice(ROLES), help="Check only these hosts (repeatable).")
+@click.option("--role", "roles", multiple=True, metavar="ROLE", help="Check only these hosts (repeatable).")
 @click.option("--timeout", default=3.0, show_default=True, type=click.FloatRange(0.1, 5.0),
               help="Seconds to wait for each TCP connect.")
 @click.option("--max-skew-ms", default=100.0, show_default=True, type=click.FloatRange(min=0),
@@ -98,6 +148,9 @@ def check_command(testbed_name: str, target_name: str | None, roles: tuple[str, 
                   max_skew_ms: float) -> None:
     """Preflight: reachability of every service, clock skew, versions and OS tuning of every host."""
     tb = topology.load(testbed_name)
+    unknown = [r for r in roles if r not in tb.hosts]
+    if unknown:
+        raise EsbperfError(f"--role {unknown[0]}: {tb.path} has no such host (hosts: {', '.join(tb.hosts)})")
     reports, failures, warnings = check(tb, target_name, list(roles), timeout, max_skew_ms)
     click.echo(f"testbed {tb.name} ({tb.path})")
     for r in reports:
@@ -118,23 +171,6 @@ def check_command(testbed_name: str, target_name: str | None, roles: tuple[str, 
         raise EsbperfError(f"testbed check found {len(failures)} problem(s): " + "; ".join(failures))
     click.echo(f"testbed check: every service of {len(reports)} host(s) answers"
                + (f"; {len(warnings)} warning(s)" if warnings else ""))
-
-
-def host_commands(tb: Testbed, file_arg: str, esb: str | None = None) -> dict[str, list[list[str]]]:
-    """What to start on each host, in order, for this testbed (wrapped for the namespaces and
-    CPUs when the testbed is emulated): back ends first, then the ESB, then console and agents."""
-    f = ["--testbed", file_arg]
-    esbs = [esb] if esb else list(tb.hosts["esb"].esb_ports)[:1]
-    plan: dict[str, list[list[str]]] = {}
-    for ws in ("ws1", "ws2", "ws3"):
-        host = tb.hosts[ws]
-        plan[ws] = [["esbperf", "echo", "--id", ws, "--listen", f"{host.address}:{host.echo_port}"]]
-    plan["esb"] = [["esbperf", "esb", name, *f] for name in esbs]
-    plan["client"] = [["esbperf", "console", *f], ["esbperf", "agent", *f, "--count", "1"]]
-    for role in plan:
-        if tb.hosts[role].monitor_port:
-            plan[role].append(["esbperf", "monitor", "--role", role, *f])
-    return {role: [tb.command(role, argv) for argv in argvs] for role, argvs in plan.items()}
 
 
 @testbed.command("commands")

@@ -26,11 +26,10 @@ import shutil
 import signal
 import subprocess
 import time
-from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 from esbperf.errors import EsbperfError
-from esbperf.topology import ROLES, Host, Testbed
+from esbperf.topology import Host, Testbed
 
 PEER = "eth0"                     # the host's side of its veth, inside its namespace
 QUEUE_MS = 5                      # tbf: how long a full queue takes to drain
@@ -279,7 +278,7 @@ def up(testbed: Testbed) -> list[str]:
 # --- down --------------------------------------------------------------------------------
 
 def _existing(testbed: Testbed, links: dict[str, dict], namespaces: dict[str, Any]) -> list[str]:
-    names = [testbed.netns(r) for r in ROLES]
+    names = [testbed.netns(r) for r in testbed.hosts]
     found = [f"namespace {n}" for n in names if n in namespaces]
     found += [f"link {n}" for n in [*names, testbed.bridge.name] if n in links]
     return found
@@ -312,10 +311,10 @@ def down(testbed: Testbed) -> list[str]:
     running in its namespaces. Returns what it removed; leaves anything else alone."""
     _require_emulated(testbed)
     require_root("down")
-    namespaces = [n for n in (testbed.netns(r) for r in ROLES) if n in _namespaces()]
+    namespaces = [n for n in (testbed.netns(r) for r in testbed.hosts) if n in _namespaces()]
     done = _end_processes(namespaces)
     links = _links()
-    for role in ROLES:
+    for role in testbed.hosts:
         link = testbed.netns(role)
         if _kind(links.get(link)) == "veth":
             _run(["ip", "link", "del", link])       # takes its peer and both qdiscs with it
@@ -327,16 +326,6 @@ def down(testbed: Testbed) -> list[str]:
         _run(["ip", "netns", "del", ns])
         done.append(f"removed namespace {ns}")
     return done
-
-
-@contextmanager
-def emulated(testbed: Testbed) -> Iterator[Testbed]:
-    """The testbed up for the duration of the block, and down afterwards whatever happens."""
-    try:
-        up(testbed)
-        yield testbed
-    finally:
-        down(testbed)
 
 
 # --- status ------------------------------------------------------------------------------

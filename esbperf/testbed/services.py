@@ -10,24 +10,10 @@ from typing import Callable
 
 from esbperf import procs
 from esbperf import console
-from esbperf.echo import MAIN_CLASS as ECHO_MAIN
-from esbperf.testbed.cli import host_commands
+from esbperf.testbed import hosts
 from esbperf.topology import Testbed
 
-# What each host's monitor watches besides the whole host: the service JVM found by its command line.
-ESB_MAIN = {"camel": "org.apache.camel.main.Main", "synapse": "org.apache.synapse.SynapseServer"}
-START_TIMEOUT_S = 120   # an ESB's first start on a busy 2-core machine can take a while
-
-
-def _service_port(testbed: Testbed, role: str, kind: str, esb: str | None) -> tuple[str, int] | None:
-    """The address:port that shows a command's service is up (None: checked another way)."""
-    host = testbed.hosts[role]
-    return {
-        "echo": lambda: (host.address, host.echo_port),
-        "esb": lambda: (host.address, host.esb_ports[esb]),
-        "monitor": lambda: (host.address, host.monitor_port),
-        "console": lambda: (testbed.api_host, testbed.api_port),
-    }.get(kind, lambda: None)()
+START_TIMEOUT_S = hosts.START_TIMEOUT_S
 
 
 def state_dir_of(workdir: Path, role: str) -> Path:
@@ -65,27 +51,21 @@ def start(testbed: Testbed, esb: str | None, workdir: Path, echo=print) -> procs
     esb = esb or next(iter(testbed.hosts["esb"].esb_ports), None)   # as host_commands chooses
     group = procs.ProcessGroup()
     try:
-        commands = host_commands(testbed, str(testbed.path), esb)
-        for role in ("ws1", "ws2", "ws3", "esb", "client"):
-            for argv in commands[role]:
-                kind = argv[argv.index("esbperf") + 1]   # echo, esb, console, agent or monitor
-                argv = [part for token in argv for part in ([sys.executable, "-m", "esbperf"] if token == "esbperf" else [token])]
-                if kind == "monitor":
-                    watch = (ESB_MAIN.get(esb or "", "") if role == "esb"
-                             else f"{ECHO_MAIN} --id {role}" if role.startswith("ws") else "")
-                    if watch:
-                        argv += ["--match", watch]
-                name = f"{kind} {role}"
-                process = group.add(procs.Process(name, argv, workdir / f"{role}-{kind}.log", cwd=workdir,
-                                                  env={"ESBPERF_STATE": str(state_dir_of(workdir, role))}))
-                process.start()
-                where = _service_port(testbed, role, kind, esb)
-                if where:
-                    process.wait_until(lambda: procs.port_open(*where), START_TIMEOUT_S, f"answering at {where[0]}:{where[1]}")
-                else:   # the agent: ready when the console sees it
-                    client = console.control_client(testbed, console_token_file(workdir))
-                    process.wait_until(lambda: bool(client.agents()), 60, "connecting to the console")
-                echo(f"started {name}" + (f" at {where[0]}:{where[1]}" if where else ""))
+        for service in hosts.plan(testbed, esb, lambda role: str(testbed.path)):
+            role, kind = service.role, service.kind
+            argv = [part for token in testbed.command(role, list(service.argv))
+                    for part in ([sys.executable, "-m", "esbperf"] if token == "esbperf" else [token])]
+            name = f"{kind} {role}"
+            process = group.add(procs.Process(name, argv, workdir / f"{role}-{kind}.log", cwd=workdir,
+                                              env={"ESBPERF_STATE": str(state_dir_of(workdir, role))}))
+            process.start()
+            where = service.ready
+            if where:
+                process.wait_until(lambda: procs.port_open(*where), START_TIMEOUT_S, f"answering at {where[0]}:{where[1]}")
+            else:   # the agent: ready when the console sees it
+                client = console.control_client(testbed, console_token_file(workdir))
+                process.wait_until(lambda: bool(client.agents()), 60, "connecting to the console")
+            echo(f"started {name}" + (f" at {where[0]}:{where[1]}" if where else ""))
         return group
     except BaseException:
         group.stop_all()
