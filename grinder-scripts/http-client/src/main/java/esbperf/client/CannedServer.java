@@ -147,8 +147,8 @@ public final class CannedServer implements Closeable {
         if (pos == lim) {
           pos = lim = 0;
         }
+        served.increment();   // before the answer: a client that has read it sees the count
         out.write(answer);
-        served.increment();
         if (close) {
           return;
         }
