@@ -73,7 +73,7 @@ class Estimate:
 
 def calibrated_sizes(plan: Plan) -> int:
     """How many payloads a run calibrates the client at (runner.calibrate): smallest and largest."""
-    return len({min(plan.payloads), max(plan.payloads)})
+    return len({min(plan.sizes()), max(plan.sizes())})
 
 
 def estimate(plan: Plan, steps: list[Step]) -> Estimate:

@@ -1,7 +1,7 @@
 """Sweep plans (console-config/plans/<name>.yaml): scenario × payload × users (closed model) or
 × arrival rate (open model), with per-step duration and warm-up, iterations, the users →
-processes × threads mapping, keep-alive and timeouts. Every error names the file, the field and
-what is allowed.
+processes × threads mapping, keep-alive and timeouts. A payload is a generated size or a user's
+payload file (esbperf/payloads.py). Every error names the file, the field and what is allowed.
 
 A run measures a plan against one target or several; with several, each step runs against every
 target back to back, in an order rotated per iteration, so drift over the run hits them alike."""
@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from esbperf import scenarios
+from esbperf import payloads as payload_files, scenarios
 from esbperf.config import load_yaml, resolve_named
 from esbperf.errors import EsbperfError
 from esbperf.project import CONSOLE_CONFIG
@@ -25,7 +25,8 @@ FIELDS = {
     "name": "a name",
     "description": "text",
     "scenarios": f"a list of scenarios ({', '.join(scenarios.names())})",
-    "payloads": "a list of sizes such as 512B, 0.5KB, 100KB, 1MB",
+    "payloads": "a list of sizes such as 512B, 0.5KB, 100KB, 1MB, or payload files: {file: PATH} or {folder: DIR}",
+    "payload_check": "how a payload file's echo is compared: bytes, envelope or xml (default envelope)",
     "users": "a list of positive integers (concurrent users; in an open-model plan the thread pool)",
     "rates": "a list of arrival rates in requests per second (positive numbers): an open-model plan",
     "duration_s": "seconds measured per step (positive number)",
@@ -93,10 +94,11 @@ class Step:
     iteration: int
     target: str = ""
     rate: float | None = None   # open model: arrivals per second over all agents
+    payload_file: payload_files.PayloadFile | None = None   # None: a generated payload
 
     @property
     def payload_label(self) -> str:
-        return size_label(self.payload_bytes)
+        return self.payload_file.label if self.payload_file else size_label(self.payload_bytes)
 
     @property
     def model(self) -> str:
@@ -120,7 +122,7 @@ class Step:
 class Plan:
     name: str
     scenarios: list[str]
-    payloads: list[int]
+    payloads: list[int | payload_files.PayloadFile]   # generated sizes (bytes) and payload files
     users: list[int]            # empty in an open-model plan that lets each rate choose its pool
     duration_s: float
     warmup_s: float
@@ -132,6 +134,7 @@ class Plan:
     rates: list[float] = field(default_factory=list)   # non-empty: an open-model plan
     script: str = ""            # a user's own Grinder script runs the steps (its name is the scenario)
     restart: str = "per-run"    # per-step: a fresh ESB process for every step
+    payload_check: str = ""     # how payload files' echoes are compared ("" without payload files)
     source: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -155,9 +158,17 @@ class Plan:
             order = targets[shift:] + targets[:shift]
             for s in self.scenarios:
                 for p in self.payloads:
+                    size, file = (p, None) if isinstance(p, int) else (p.size, p)
                     for users, rate in self.loads():
-                        out += [Step(s, p, users, i, t, rate) for t in order]
+                        out += [Step(s, size, users, i, t, rate, file) for t in order]
         return out
+
+    def sizes(self) -> list[int]:
+        """Every payload's size in bytes, generated or a file's."""
+        return [p if isinstance(p, int) else p.size for p in self.payloads]
+
+    def payload_files(self) -> list[payload_files.PayloadFile]:
+        return [p for p in self.payloads if not isinstance(p, int)]
 
     def step_seconds(self) -> float:
         return self.warmup_s + self.duration_s
@@ -181,6 +192,10 @@ class Plan:
             d.pop("script")
         if d["restart"] == "per-run":
             d.pop("restart")         # the default, as plans without the field say it
+        # Files by absolute path, pinned by hash: --resume refuses a file that changed.
+        d["payloads"] = [p if isinstance(p, int) else {"file": p.path, "sha256": p.sha256} for p in self.payloads]
+        if not d["payload_check"]:
+            d.pop("payload_check")
         return d
 
     @classmethod
@@ -241,12 +256,16 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
     for i, s in enumerate([] if script else scenario_list):
         if s not in names:
             raise EsbperfError(f"{source}: scenarios[{i}]: unknown scenario {s!r} (allowed: {', '.join(names)})")
-    payloads = [] if "payloads" in data or not script else [SCRIPT_PAYLOAD]
-    for i, p in enumerate(a_list("payloads") if "payloads" in data else []):
-        try:
-            payloads.append(parse_size(p))
-        except ValueError:
-            raise EsbperfError(f"{source}: payloads[{i}]: {p!r} is not a size (e.g. 512B, 0.5KB, 100KB, 1MB)") from None
+    payloads = ([] if "payloads" in data or not script else [SCRIPT_PAYLOAD]) + _payloads(
+        a_list("payloads") if "payloads" in data else [], scenario_list, source, script)
+    contract = scenarios.contract()
+    payload_check = ""
+    if any(not isinstance(p, int) for p in payloads):
+        payload_check = data.get("payload_check", contract.DEFAULT_FILE_CHECK)
+        if payload_check not in contract.FILE_CHECKS:
+            fail("payload_check", payload_check)
+    elif "payload_check" in data:
+        raise EsbperfError(f"{source}: field 'payload_check' applies only to payload files, and the plan has none")
     if data.get("users") == [] and data.get("rates"):
         del data["users"]            # as run.json records an open plan that let each rate choose its pool
     users = []
@@ -276,5 +295,50 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
         timeout_s=number("timeout_s", 120, 0),
         max_threads_per_process=number("max_threads_per_process", 100, 1, integer=True),
         restart=restart,
+        payload_check=payload_check,
         source=source,
     )
+
+
+def _payloads(items: list, scenario_list: list[str], source: str, script: str) -> list:
+    """The `payloads` list: sizes, {file: PATH} (with sha256: HEX as run.json records it) and
+    {folder: DIR} (its *.xml files, smallest first); paths relative to the plan file's folder."""
+    out: list = []
+    fields: list[str] = []   # the item each payload came from, for error lines
+    for i, p in enumerate(items):
+        where = f"{source}: payloads[{i}]"
+        if not isinstance(p, dict):
+            try:
+                out.append(parse_size(p))
+            except ValueError:
+                raise EsbperfError(f"{where}: {p!r} is not a size (e.g. 512B, 0.5KB, 100KB, 1MB) "
+                                   "or a payload file ({file: PATH} or {folder: DIR})") from None
+            fields.append(where)
+            continue
+        kind = [k for k in ("file", "folder") if k in p]
+        if len(kind) != 1 or set(p) - {"file", "folder", "sha256"} or ("sha256" in p and kind != ["file"]) \
+                or not isinstance(p[kind[0]], str) or not p[kind[0]]:
+            raise EsbperfError(f"{where}: must be {{file: PATH}} or {{folder: DIR}}, got {p!r}")
+        if script:
+            raise EsbperfError(f"{where}: payload files are for esbperf's scenarios; a user's script sends its own")
+        path = Path(source).parent / Path(p[kind[0]]).expanduser()
+        for f in [path] if kind == ["file"] else payload_files.folder_files(path, where):
+            out.append(payload_files.load(f, where, scenario_list, p.get("sha256")))
+            fields.append(where)
+    # Step folders are named by payload label and the analysis tells payloads apart by size:
+    # a payload file must differ from every other payload in both.
+    def label(p) -> str:
+        return size_label(p) if isinstance(p, int) else p.label
+
+    def size(p) -> int:
+        return p if isinstance(p, int) else p.size
+    for n, p in enumerate(out):
+        for m, q in enumerate(out[:n]):
+            if isinstance(p, int) and isinstance(q, int):
+                continue
+            if label(p) == label(q) or size(p) == size(q):
+                same = f"label {label(p)}" if label(p) == label(q) else f"size {size(p)} bytes"
+                raise EsbperfError(f"{fields[n]}: {getattr(p, 'path', label(p))} has the {same} of "
+                                   f"{getattr(q, 'path', label(q))} ({fields[m]}); each payload needs its own "
+                                   "label (its step folders) and size (the analysis's key)")
+    return out

@@ -23,7 +23,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from esbperf import collect, environment, estimate, plan as plans, procs, results, scenarios, topology, user_script
+from esbperf import (collect, environment, estimate, payloads, plan as plans, procs, results, scenarios, topology,
+                     user_script)
 from esbperf.config import AgentConfig, ConsoleConfig, state_dir
 from esbperf.console import TOKEN_ENV, ControlClient, control_client, statistics
 from esbperf.errors import EsbperfError
@@ -86,7 +87,8 @@ def preflight(client: ControlClient, targets: dict[str, topology.Target], plan: 
     agents = agent_hosts(testbed, connected, local)
     if verify:
         for target in targets.values():
-            outcomes = verify_target(testbed, target.name, plan.scenarios, size=1024, timeout=plan.timeout_s)
+            outcomes = verify_target(testbed, target.name, plan.scenarios, size=1024, timeout=plan.timeout_s,
+                                     files=plan.payload_files(), check=plan.payload_check)
             failed = [o for o in outcomes if not o.ok]
             if failed:
                 first = failed[0]
@@ -220,7 +222,7 @@ def execute(ctx: RunContext, client: ControlClient, console: Console) -> list[st
 def calibrate(ctx: RunContext, client: ControlClient, console: Console) -> dict:
     """Calibrate the client before the first step, at the plan's smallest and largest payload: what
     it adds to every transaction inside and outside the clock (run.json `calibration`, by payload)."""
-    sizes = sorted({min(ctx.plan.payloads), max(ctx.plan.payloads)})   # estimate.calibrated_sizes
+    sizes = sorted({min(ctx.plan.sizes()), max(ctx.plan.sizes())})   # estimate.calibrated_sizes
     found = {}
     for size in sizes:
         began = time.monotonic()
@@ -357,13 +359,16 @@ def _stage_script(record: dict, script: user_script.UserScript, run_dir: Path) -
 
 def _execute_interruptibly(ctx: RunContext, client: ControlClient, console: Console) -> None:
     procs.raise_on_sigterm()
+    distribution = ConsoleConfig.load().distribution_directory
     try:
         try:
+            # Staged for this command only (before the console distributes); --resume stages again.
+            payloads.stage(ctx.plan.payload_files(), distribution, ctx.dir.name)
             aside = execute(ctx, client, console)
         finally:
-            if ctx.record.get("script"):   # staged for this command only; --resume stages it again
-                shutil.rmtree(ConsoleConfig.load().distribution_directory
-                              / Path(ctx.record["script"]["staged"]).parent, ignore_errors=True)
+            payloads.unstage(distribution, ctx.dir.name)
+            if ctx.record.get("script"):
+                shutil.rmtree(distribution / Path(ctx.record["script"]["staged"]).parent, ignore_errors=True)
     except KeyboardInterrupt:
         try:
             ctx.connect().stop_workers()

@@ -26,7 +26,7 @@ def names() -> list[str]:
 
 @dataclass
 class Answer:
-    """What contract checks read: status, header(name), text."""
+    """What contract checks read: status, header(name), text, body, bodyEquals(bytes)."""
 
     status: int
     headers: dict[str, str]
@@ -39,6 +39,9 @@ class Answer:
     def text(self) -> str:
         return self.body.decode("utf-8", errors="replace")
 
+    def bodyEquals(self, other: bytes) -> bool:   # noqa: N802 - the worker's Java Response's name
+        return self.body == other
+
 
 def send(base_url: str, request, timeout: float) -> Answer:
     """POST one contract request to base_url and read the whole answer."""
@@ -48,7 +51,7 @@ def send(base_url: str, request, timeout: float) -> Answer:
     pairs = request.headers
     headers.update(zip(pairs[0::2], pairs[1::2]))
     try:
-        connection.request("POST", request.path, body=request.body.encode("utf-8"), headers=headers)
+        connection.request("POST", request.path, body=request.data if request.data is not None else request.body.encode("utf-8"), headers=headers)
         response = connection.getresponse()
         body = response.read()
         return Answer(response.status, {k.lower(): v for k, v in response.getheaders()}, body)
@@ -66,10 +69,15 @@ class Outcome:
     ms: float
 
 
-def exercise(target, scenario: str, size: int = 1024, timeout: float = 10.0) -> list[Outcome]:
-    """Send each request of `scenario` once to `target` (a topology.Target) and check the answers."""
+def exercise(target, scenario: str, size: int = 1024, timeout: float = 10.0, payload: bytes | None = None,
+             check: str = "") -> list[Outcome]:
+    """Send each request of `scenario` once to `target` (a topology.Target) and check the answers:
+    generated requests of `size` bytes, or payload file bytes `payload` compared as `check` says."""
     outcomes = []
-    for request in contract().requests_for(scenario, target.kind, size):
+    c = contract()
+    requests = (c.requests_for(scenario, target.kind, size) if payload is None
+                else c.requests_for_file(scenario, target.kind, payload, check or c.DEFAULT_FILE_CHECK))
+    for request in requests:
         base = target.url if target.kind == "esb" else target.backends[request.backend]
         started = time.perf_counter()
         try:

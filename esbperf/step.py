@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from esbperf import collect, environment, plan as plans, procs, results, user_script
+from esbperf import collect, environment, payloads, plan as plans, procs, results, user_script
 from esbperf.console import ConsoleUnreachable, ControlClient, statistics
 from esbperf.errors import EsbperfError
 from esbperf.topology import Target, Testbed
@@ -95,6 +95,9 @@ def step_properties(ctx: RunContext, step: plans.Step, processes: int, threads: 
         "esbperf.keepalive": str(plan.keepalive).lower(),
         "esbperf.timeout.ms": int(plan.timeout_s * 1000),
     }
+    if step.payload_file is not None:   # staged by the runner (esbperf/payloads.py)
+        properties["esbperf.payload.file"] = f"{payloads.STAGING}/{ctx.dir.name}/{step.payload_file.staged_name()}"
+        properties["esbperf.payload.check"] = plan.payload_check
     if step.rate is not None:
         # Arrivals per second of each worker process: the step's rate over all of them.
         properties["esbperf.rate"] = step.rate / (processes * len(ctx.agents))

@@ -8,6 +8,11 @@ once. Answers are checked through a small interface both sides provide:
     answer.status        HTTP status (int)
     answer.header(name)  a header's value, any case of name, or None
     answer.text          the body as text
+    answer.body          the body's bytes (a Java byte[] in the worker)
+    answer.bodyEquals(b) whether the body is exactly b (as answer.body gives it)
+
+A request's body is generated here (requests_for) or is a user's payload file, sent as its bytes
+are (requests_for_file: the raw buyStocks scenarios).
 """
 # Unicode text under Jython too: the answer's text is unicode, and comparing it with a byte
 # string would decode the whole request again for every transaction.
@@ -32,6 +37,19 @@ SCENARIOS = [
     ("hbr-raw", 8, "header-based routing of a raw buyStocks payload"),
 ]
 SCENARIO_NAMES = [s[0] for s in SCENARIOS]
+
+# The scenarios that can send a payload file instead of a generated body, and how the echo of a
+# file may differ from it (docs/running.md, "Payload files"):
+#   bytes     not at all: byte for byte
+#   envelope  only outside the root element: the document's XML declaration, comments and
+#             processing instructions around the root, and whitespace between them, may be
+#             dropped or rewritten (what an ESB that serialises the SOAP envelope it parsed does);
+#             the root element itself byte for byte
+#   xml       only in what XML does not tell apart (canonical_form): also namespace prefixes,
+#             attribute order and quotes, character references, CDATA, comments
+FILE_SCENARIOS = ("raw", "cbr-raw", "hbr-raw")
+FILE_CHECKS = ("bytes", "envelope", "xml")
+DEFAULT_FILE_CHECK = "envelope"
 
 _FILLER = "esbperf thesis payload "
 _SYMBOLS = {"ws1": "IBM", "ws2": "MSFT", "ws3": "SUN"}
@@ -100,10 +118,12 @@ class Expected(object):
     (esbperf.client.Expected); an answer that fails it goes to the request's `check`, which
     decides and says why. So an answer that meets it must pass `check` (tests/test_timing.py)."""
 
-    def __init__(self, backend=None, body=None, contains=None):
+    def __init__(self, backend=None, body=None, contains=None, may_miss=False):
         self.backend = backend
-        self.body = body
+        self.body = body                # text, or bytes (a payload file)
         self.contains = contains
+        self.may_miss = may_miss        # True: a right answer may fail it (a payload file's echo
+                                        # that the check allows to differ), no sign of a fault
 
 
 class Request(object):
@@ -114,16 +134,19 @@ class Request(object):
     Expected, or None when only `check` can tell a right answer.
     """
 
-    def __init__(self, backend, path, content_type, headers, body, check, expected=None):
+    def __init__(self, backend, path, content_type, headers, body, check, expected=None, data=None):
         self.backend = backend
         self.path = path
         self.content_type = content_type
         self.headers = headers          # [name, value, name, value, ...]
-        self.body = body                # text
+        self.body = body                # text (a generated body), or None
+        self.data = data                # bytes (a payload file), or None: body encoded as UTF-8
         self.check = check              # answer -> None if right, else a one-line reason
         self.expected = expected
 
     def __repr__(self):
+        if self.data is not None:
+            return "Request(%s %s, %d bytes)" % (self.backend, self.path, len(self.data))
         return "Request(%s %s, %d chars)" % (self.backend, self.path, len(self.body))
 
 
@@ -273,4 +296,190 @@ def requests_for(scenario, target_kind, size):
                                Expected(backend, body=body)))
     else:
         raise ValueError("unknown scenario %r (known: %s)" % (scenario, ", ".join(SCENARIO_NAMES)))
+    return out
+
+
+# --- payload files ----------------------------------------------------------------------------
+# A user's own request body, sent as its bytes are. Under Jython, bytes are `str` and an answer's
+# body a Java byte[]; the helpers below take both.
+
+def _bytes_of(body):
+    return body.tostring() if hasattr(body, "tostring") else body   # a Java byte[] under Jython
+
+
+def root_element(data):
+    """The bytes of a document's root element: without what comes before it (the XML declaration,
+    comments, processing instructions, whitespace) or after it. None if that is not all there is
+    around it (a document type declaration, text, or no element)."""
+    start = 0
+    while True:
+        while data[start:start + 1] in (b" ", b"\t", b"\r", b"\n"):
+            start += 1
+        if data[start:start + 4] == b"<!--":
+            close = data.find(b"-->", start + 4)
+            start = -1 if close < 0 else close + 3
+        elif data[start:start + 2] == b"<?":
+            close = data.find(b"?>", start + 2)
+            start = -1 if close < 0 else close + 2
+        else:
+            break
+        if start < 0:
+            return None
+    if data[start:start + 1] != b"<" or data[start + 1:start + 2] in (b"!", b"/", b""):
+        return None
+    end = len(data)
+    while True:
+        while end > start and data[end - 1:end] in (b" ", b"\t", b"\r", b"\n"):
+            end -= 1
+        if data[end - 3:end] == b"-->" and data.rfind(b"<!--", start, end) > start:
+            end = data.rfind(b"<!--", start, end)
+        elif data[end - 2:end] == b"?>" and data.rfind(b"<?", start, end) > start:
+            end = data.rfind(b"<?", start, end)
+        else:
+            break
+    return data[start:end] if data[end - 1:end] == b">" else None
+
+
+class _Verified(object):
+    """Answers a costly check found right, so that the same bytes again are right at the cost of
+    a comparison (answer.bodyEquals: in Java in the worker, no copy): an ESB answers the same
+    request with the same bytes. Shared by a worker's threads (an append to a list is atomic);
+    a few answers at most."""
+    KEEP = 4
+
+    def __init__(self):
+        self.bodies = []
+
+    def known(self, answer):
+        for right in self.bodies:
+            if answer.bodyEquals(right):
+                return True
+        return False
+
+    def add(self, answer):
+        if len(self.bodies) < self.KEEP:
+            self.bodies.append(answer.body)   # as the answer holds it (a Java byte[] in the worker)
+
+
+def _first_difference(got, expected):
+    n = min(len(got), len(expected))
+    for i in range(0, n, 4096):
+        if got[i:i + 4096] != expected[i:i + 4096]:
+            for j in range(i, min(n, i + 4096)):
+                if got[j:j + 1] != expected[j:j + 1]:
+                    return j
+    return n
+
+
+def check_file(data, backend, how):
+    """The echo of payload file `data` from `backend`, compared as `how` (FILE_CHECKS) says."""
+    if how not in FILE_CHECKS:
+        raise ValueError("payload check must be one of %s, not %r" % (", ".join(FILE_CHECKS), how))
+    root = root_element(data)
+    verified = _Verified()
+    canonical = []   # the file's canonical form, made at the first answer that needs it
+
+    def same(answer, body):
+        if body == data:
+            return True
+        if how == "envelope":
+            ok = root is not None and root_element(body) == root
+        elif how == "xml":
+            if not canonical:
+                canonical.append(canonical_form(parse_xml(data)))
+            try:
+                ok = canonical_form(parse_xml(body)) == canonical[0]
+            except ValueError:
+                ok = False
+        else:
+            ok = False
+        if ok:
+            verified.add(answer)
+        return ok
+
+    def check(answer):
+        problem = _status_problem(answer) or _check_backend_header(answer, backend)
+        if problem:
+            return problem
+        if verified.known(answer):
+            return None
+        body = _bytes_of(answer.body)
+        if same(answer, body):
+            return None
+        got, sent, where = body, data, ""
+        if how == "envelope" and root is not None and root_element(body) is not None:
+            got, sent, where = root_element(body), root, " of the root element"
+        return "the echo differs from the payload file (%s check: %d bytes answered, %d sent; first difference at byte %d%s)" % (
+            how, len(body), len(data), _first_difference(got, sent), where)
+    return check
+
+
+def parse_xml(data):
+    """The root element of an XML document given as bytes (ElementTree, CPython and Jython
+    alike); ValueError if it is not well-formed. A document type declaration is refused before
+    parsing, so no DTD, entity or external file is ever read."""
+    if b"<!DOCTYPE" in data:
+        raise ValueError("it has a DOCTYPE (no DTD or entity is ever read)")
+    import xml.etree.ElementTree as ET
+    try:
+        return ET.fromstring(data)
+    except Exception as e:   # ParseError, or the Java parser's own errors under Jython
+        raise ValueError("it is not well-formed XML: %s" % ("%s" % e).splitlines()[0][:200])
+
+
+def canonical_form(element):
+    """An element as nested tuples of expanded names, attributes (order ignored), character data
+    (whitespace kept) and children in order: what XML tells apart, without prefixes, attribute
+    quotes, character references, CDATA sections, comments or processing instructions."""
+    return (element.tag, tuple(sorted(element.attrib.items())), element.text or "",
+            tuple((canonical_form(child), child.tail or "") for child in element))
+
+
+def first_symbol(root):
+    """What /cbr/raw routes on: the first order's symbol (normalize-space), or None."""
+    for stocks in root.iter("{%s}buyStocks" % STOCKS_NS):
+        order = stocks.find("order")
+        symbol = order.find("symbol") if order is not None else None
+        return " ".join((symbol.text or "").split()) if symbol is not None else None
+    return None
+
+
+def file_problem(data, scenario):
+    """Why payload file `data` cannot be sent in `scenario`, in words after "the file": None if it can."""
+    if scenario not in FILE_SCENARIOS:
+        return "cannot be sent in scenario %s (scenarios that send payload files: %s)" % (
+            scenario, ", ".join(FILE_SCENARIOS))
+    try:
+        root = parse_xml(data)
+    except ValueError as e:
+        return "is refused: %s" % e
+    if root_element(data) is None:
+        return "is refused: there is something else than a declaration, comments and whitespace around its root element"
+    if scenario == "cbr-raw" and first_symbol(root) is None:
+        return "has no buyStocks/order/symbol (namespace %s), which cbr-raw routes on" % STOCKS_NS
+    return None
+
+
+def requests_for_file(scenario, target_kind, data, how=DEFAULT_FILE_CHECK):
+    """The requests of `scenario` that send payload file `data` (bytes): raw to ws1, cbr-raw to the
+    back end the file's first symbol routes to, hbr-raw to each back end in turn."""
+    problem = file_problem(data, scenario)
+    if problem:
+        raise ValueError("the payload file " + problem)
+    if scenario == "cbr-raw":
+        symbol = first_symbol(parse_xml(data))
+        backends = [dict((v, k) for k, v in _SYMBOLS.items()).get(symbol, "ws3")]
+    elif scenario == "hbr-raw":
+        backends = list(BACKENDS)
+    else:
+        backends = ["ws1"]
+    esb = target_kind == "esb"
+    out = []
+    for backend in backends:
+        headers = _soap_headers("buyStocks")
+        if scenario == "hbr-raw":
+            headers = headers + ["X-Route-To", backend]
+        path = {"raw": "/proxy/raw", "cbr-raw": "/cbr/raw", "hbr-raw": "/hbr/raw"}[scenario] if esb else "/raw"
+        out.append(Request(backend, path, SOAP_CONTENT_TYPE, headers, None, check_file(data, backend, how),
+                           Expected(backend, body=data, may_miss=how != "bytes"), data))
     return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import http.server
+import re
 import shutil
 import socket
 import subprocess
@@ -15,7 +16,7 @@ import uuid
 import pytest
 import yaml
 
-from esbperf import esb, procs, topology, verify
+from esbperf import esb, plan as plans, procs, topology, verify
 from esbperf.echo import start_echo
 from esbperf.errors import EsbperfError
 
@@ -54,6 +55,18 @@ def stocks(symbol: str, prolog: str = "") -> bytes:
     return (f'{prolog}<soapenv:Envelope xmlns:soapenv="{SOAP_ENV}"><soapenv:Body><m:buyStocks xmlns:m="{STOCKS_NS}">'
             f"<order><symbol>{symbol}</symbol><buyerID>b1</buyerID><price>1.5</price><volume>3</volume></order>"
             "</m:buyStocks></soapenv:Body></soapenv:Envelope>").encode()
+
+
+def esb_testbed(folder) -> topology.Testbed:
+    """A testbed file naming this module's ESBs and echoes, loaded."""
+    path = folder / "esb-tests.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "esb-tests",
+        "hosts": {"client": {"address": HOST}, "esb": {"address": HOST, "esb_ports": ESB_PORTS},
+                  **{ws: {"address": HOST, "echo_port": port} for ws, port in ECHO_PORTS.items()}},
+        "targets": {name: {"kind": "esb", "esb": name} for name in ESB_PORTS},
+    }))
+    return topology.load(path)
 
 
 @pytest.fixture(scope="module")
@@ -126,19 +139,37 @@ def failing(esb_name, backends, silent_backend, tmp_path_factory):
 
 
 def test_verify_passes_on_every_scenario(esb_name, running, tmp_path):
-    testbed_file = tmp_path / "esb-tests.yaml"
-    testbed_file.write_text(yaml.safe_dump({
-        "name": "esb-tests",
-        "hosts": {"client": {"address": HOST}, "esb": {"address": HOST, "esb_ports": ESB_PORTS},
-                  **{ws: {"address": HOST, "echo_port": port} for ws, port in ECHO_PORTS.items()}},
-        "targets": {name: {"kind": "esb", "esb": name} for name in ESB_PORTS},
-    }))
-    testbed = topology.load(testbed_file)
+    testbed = esb_testbed(tmp_path)
     for size in (1024, 100 * 1024):
         outcomes = verify.verify_target(testbed, esb_name, size=size, timeout=30)
         assert {o.scenario for o in outcomes} == set(verify.scenarios.names())
         failed = [f"{o.scenario} {o.backend}: {o.detail}" for o in outcomes if not o.ok]
         assert not failed, f"{esb_name} at {size} bytes"
+
+
+def test_the_shipped_payload_files_pass_verify_and_synapse_keeps_only_the_envelope(esb_name, running, tmp_path):
+    """The public rounds' messages as people write them (declaration, comment, indentation,
+    non-ASCII): the envelope comes back byte for byte through both ESBs (the default check). Camel
+    forwards the file whole; Synapse, which parses /cbr/raw's message to route it, drops what is
+    around the envelope, and the strict `bytes` check says so (docs/running.md)."""
+    testbed = esb_testbed(tmp_path)
+    files = plans.load("public-rounds-files").payload_files()
+    assert [f.size for f in files] == [512, 1024, 5120, 10240, 102400]
+    for f in files:
+        data = f.read()
+        assert data.startswith(b'<?xml version="1.0" encoding="UTF-8"?>') and b"<!--" in data and "Groß".encode() in data
+    raw = ["raw", "cbr-raw", "hbr-raw"]
+    outcomes = verify.verify_target(testbed, esb_name, raw, timeout=30, files=files, check="envelope")
+    # Generated 1 KB: raw, cbr-raw × 3 symbols, hbr-raw × 3 back ends; each file: raw, cbr-raw, hbr-raw × 3.
+    assert len(outcomes) == 7 + len(files) * 5
+    assert not [f"{o.scenario} {o.backend}: {o.detail}" for o in outcomes if not o.ok]
+    strict = [o for o in verify.verify_target(testbed, esb_name, ["cbr-raw"], timeout=30, files=files[:1], check="bytes")
+              if not o.ok]
+    if esb_name == "camel":
+        assert not strict
+    else:
+        [failed] = strict
+        assert re.search(r"bytes check: 419 bytes answered, 512 sent; first difference at byte 1\)", failed.detail), failed
 
 
 def test_routing_errors_are_error_answers(esb_name, running):
