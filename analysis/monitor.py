@@ -55,9 +55,12 @@ def host_stats(path: Path, role: str, link_mbit: float | None = None, measure_ms
         raise EsbperfError(f"{path}: not a monitor file: header is {header[:80]!r}, expected {','.join(HEADER)!r}")
     complete_rows = complete_data_lines(path)
     stats.malformed_lines = 0 if complete_rows is None else 1
-    rows = pl.read_csv(path, has_header=False, skip_rows=1, schema=SCHEMA, ignore_errors=True,
-                       truncate_ragged_lines=True, quote_char=None, encoding="utf8-lossy",
-                       n_rows=complete_rows)
+    try:
+        rows = pl.read_csv(path, has_header=False, skip_rows=1, schema=SCHEMA, ignore_errors=True,
+                           truncate_ragged_lines=True, quote_char=None, encoding="utf8-lossy",
+                           n_rows=complete_rows)
+    except pl.exceptions.NoDataError:   # the header alone: a monitor that sampled nothing yet
+        return stats
     bad = (pl.any_horizontal([pl.col(c).is_null() for c in ("time_ms", "phase", "metric", "value")])
            | pl.col("extra").is_not_null())
     stats.malformed_lines += rows.select(bad.sum()).item()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from esbperf.analysis import synthetic
 from esbperf.analysis.datalog import log_stats
@@ -72,6 +72,7 @@ def check_one_line(path: Path, load):
 
 @FUZZ
 @given(mutation=mutations(len(DATA_LOG)))
+@example(mutation=(DATA_LOG.index(b"\n") + 1, []))   # the header alone
 def test_data_logs_cut_short_or_garbled_load_or_fail_in_one_line(mutation):
     path = SCRATCH / "logs" / "client-0-data.log"
     path.parent.mkdir(exist_ok=True)
@@ -87,6 +88,7 @@ def test_data_logs_cut_short_or_garbled_load_or_fail_in_one_line(mutation):
 
 @FUZZ
 @given(mutation=mutations(len(MONITOR)))
+@example(mutation=(MONITOR.index(b"\n") + 1, []))     # the header alone (polars: "empty CSV")
 def test_monitor_files_cut_short_or_garbled_load_or_fail_in_one_line(mutation):
     path = SCRATCH / "monitor-esb.csv"
     path.write_bytes(mutate(MONITOR, mutation))
