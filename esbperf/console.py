@@ -51,6 +51,10 @@ def _console_properties(testbed: Testbed, cfg: ConsoleConfig) -> str:
 
 TOKEN_FILE = "control-api.token"
 TOKEN_ENV = "ESBPERF_CONSOLE_TOKEN"
+# How long after a start signal a worker JVM may still be starting up unseen by the console
+# (measured: 3.6 s on this 2-core machine under the test suite's load; a killed runner's worker that
+# slipped past settle() was once taken for the next run's own).
+WORKER_LAUNCH_S = 10
 
 
 def token_file(workdir: Path | None = None) -> Path:
@@ -167,7 +171,34 @@ class ControlClient:
         return self._call("GET", "/agents/status")
 
     def start_workers(self, properties: dict[str, Any] | None = None) -> None:
+        self._note_launch(time.time())
         self._call("POST", "/agents/start-workers", properties or {})
+
+    # A start signal launches worker JVMs that the console lists only once they have started up
+    # (seconds on a busy host). A runner killed just after sending one leaves workers that no
+    # stop signal can reach yet and that the next run would take for its own; so each start is
+    # noted in a file on this machine until the workers it launched are seen finished, and
+    # settle() waits out a noted start's launch time.
+    def _launch_note(self) -> Path:
+        where = self.url.split("://", 1)[-1].replace(":", "-").replace("/", "")
+        return state_dir() / "console-launches" / where
+
+    def _note_launch(self, at: float | None) -> None:
+        note = self._launch_note()
+        try:
+            if at is None:
+                note.unlink(missing_ok=True)
+            else:
+                note.parent.mkdir(parents=True, exist_ok=True)
+                note.write_text(f"{at:.3f}\n")
+        except OSError:
+            pass   # a read-only state folder: only the guard against a killed runner's workers is lost
+
+    def _noted_launch(self) -> float | None:
+        try:
+            return float(self._launch_note().read_text())
+        except (OSError, ValueError):
+            return None
 
     def stop_workers(self) -> None:
         self._call("POST", "/agents/stop-workers")
@@ -232,13 +263,16 @@ class ControlClient:
         self.stop_workers()
         deadline = time.monotonic() + timeout
         quiet_since = time.monotonic()
-        while time.monotonic() - quiet_since < quiet_s:
+        launched = self._noted_launch()
+        launch_over = time.monotonic() + (launched + WORKER_LAUNCH_S - time.time() if launched else 0)
+        while time.monotonic() - quiet_since < quiet_s or time.monotonic() < launch_over:
             if self.running_workers():
                 self.stop_workers()
                 quiet_since = time.monotonic()
             if time.monotonic() > deadline:
                 raise EsbperfError(f"workers are still running {timeout:.0f} s after a stop signal; see the agents' logs")
             time.sleep(0.2)
+        self._note_launch(None)
 
     def start_workers_and_wait(self, properties: dict[str, Any], count: int, timeout: float = 60) -> set[str]:
         """Start workers on every agent and return the ids of the `count` new ones.
@@ -264,6 +298,7 @@ class ControlClient:
             running = [w for a in self.agents() for w in a.get("workers", [])
                        if w["id"] in workers and w["state"] in ("STARTED", "RUNNING")]
             if not running:
+                self._note_launch(None)
                 return True
             time.sleep(0.05)   # this wait is every step's stop: keep it short
         return False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import subprocess
+import threading
 import json
 import time
 import urllib.error
@@ -78,6 +79,36 @@ def test_stop_workers_ends_a_duration_bound_run_early(grinder, echoes, tmp_path)
     grinder.stop_workers()
     assert grinder.wait_workers_finished(workers, 30)
     assert time.monotonic() - stopped_at < 15, "stop-workers must end a 120 s run within seconds"
+
+
+def test_settle_stops_the_workers_of_a_start_whose_sender_was_killed(grinder, echoes, tmp_path):
+    """A runner killed just after a start signal: its workers reach the console only once their
+    JVMs are up, after a quiet spell of a few seconds; the next run's settle() must still catch
+    them (a CI run once took such a worker for the next run's own)."""
+    grinder.settle()
+    seen: set[str] = set()
+    watching = threading.Event()
+
+    def watch():   # the console forgets finished workers after a few seconds: note every one
+        while not watching.is_set():
+            seen.update(grinder.worker_ids())
+            time.sleep(0.2)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        grinder.start_workers({**direct_properties(**{"grinder.duration": 60000}),
+                               "grinder.logDirectory": relative_logs(tmp_path)})
+        next_run = ControlClient(grinder.url, grinder.token)   # the killed runner's successor, at once
+        next_run.settle()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            assert not next_run.running_workers(), "a worker of the killed runner's start runs on after settle()"
+            time.sleep(0.2)
+    finally:
+        watching.set()
+        watcher.join(5)
+    assert seen, "the start launched workers (settle() waited for them and stopped them)"
 
 
 def call(url: str, method: str = "GET", body: bytes | None = None, token: str | None = None,
