@@ -68,7 +68,7 @@ final class ProcessWatcher {
     double cpuPercent = 0;
     long rss = 0;
     boolean anyAlive = false;
-    boolean cpuKnown = false;
+    boolean cpuKnown = true;
     for (long pid : group) {
       final Probe.Usage usage = probe.usage(pid);
       if (usage == null) {
@@ -81,12 +81,16 @@ final class ProcessWatcher {
       final Reading before = previous.put(pid, new Reading(cpuMs, nowMs));
       if (before != null && nowMs > before.atMs) {
         cpuPercent += 100.0 * (cpuMs - before.cpuMs) / (nowMs - before.atMs);
-        cpuKnown = true;
+      }
+      else {
+        cpuKnown = false;
       }
     }
     if (anyAlive) {
       out.add("proc.rss", label, rss);
-      if (cpuKnown) {   // a process seen for the first time has no interval yet
+      // A process seen for the first time has no interval yet, and a group's sum without it
+      // would read low (a restarted ESB beside a process that kept running read 0 %): skip the tick.
+      if (cpuKnown) {
         out.add("proc.cpu", label, cpuPercent);
       }
     }

@@ -1,0 +1,90 @@
+package esbperf.monitor;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+import org.junit.jupiter.api.Test;
+
+class ProcessWatcherTest {
+
+  /** Processes whose CPU time the test sets; the watcher's own pid is 1. */
+  private static final class FakeProbe implements Probe {
+    final Map<Long, String> commandLines = new HashMap<>();
+    final Map<Long, Long> cpuMs = new HashMap<>();
+
+    public String name() {
+      return "fake";
+    }
+
+    public void sampleHost(Tick.Builder out) {
+    }
+
+    public long selfPid() {
+      return 1;
+    }
+
+    public boolean exists(long pid) {
+      return commandLines.containsKey(pid);
+    }
+
+    public long parent(long pid) {
+      return -1;
+    }
+
+    public long[] processes() {
+      return commandLines.keySet().stream().mapToLong(Long::longValue).toArray();
+    }
+
+    public String commandLine(long pid) {
+      return commandLines.get(pid);
+    }
+
+    public Usage usage(long pid) {
+      return exists(pid) ? new Usage(cpuMs.get(pid), 1000) : null;
+    }
+
+    public void close() {
+    }
+  }
+
+  private static Map<String, Double> sample(ProcessWatcher watcher, long nowMs) {
+    final Tick.Builder b = new Tick.Builder();
+    watcher.sample(nowMs, b);
+    final Tick tick = b.build(nowMs, new HashMap<>());
+    final Map<String, Double> found = new HashMap<>();
+    for (int i = 0; i < tick.keys().size(); i++) {
+      found.put(tick.keys().get(i).metric(), tick.values()[i]);
+    }
+    return found;
+  }
+
+  @Test
+  void aGroupWithARestartedMemberSkipsTheTickInsteadOfReadingLow() {
+    final FakeProbe probe = new FakeProbe();
+    probe.commandLines.put(10L, "java esb-under-test");
+    probe.commandLines.put(11L, "launcher esb-under-test");
+    probe.cpuMs.put(10L, 0L);
+    probe.cpuMs.put(11L, 0L);
+    final ProcessWatcher watcher = new ProcessWatcher(probe, List.of(), List.of("esb-under-test"));
+
+    assertEquals(null, sample(watcher, 0).get("proc.cpu"), "first sight: no interval yet");
+    probe.cpuMs.put(10L, 2000L);   // a busy core for 2 s
+    probe.cpuMs.put(11L, 20L);
+    assertEquals(101.0, sample(watcher, 2000).get("proc.cpu"), 1e-9);
+
+    probe.commandLines.remove(10L);             // the ESB restarts under a new pid
+    probe.commandLines.put(12L, "java esb-under-test");
+    probe.cpuMs.put(12L, 50L);
+    probe.cpuMs.put(11L, 40L);
+    final Map<String, Double> restarted = sample(watcher, 4000);
+    assertEquals(null, restarted.get("proc.cpu"), "the new JVM has no interval: the group's sum would read 1 %");
+    assertEquals(2000.0, restarted.get("proc.rss"), 1e-9);
+
+    probe.cpuMs.put(12L, 2050L);
+    probe.cpuMs.put(11L, 60L);
+    assertEquals(101.0, sample(watcher, 6000).get("proc.cpu"), 1e-9);
+  }
+}
