@@ -28,7 +28,8 @@ final class ProcessWatcher {
   private final List<String> matches;
   private final Set<Long> notMatchable;                       // the monitor and its launchers
   private final Map<String, List<Long>> resolved = new HashMap<>();
-  private final Map<Long, Reading> previous = new HashMap<>();
+  // Per label: a process watched both by pid and by a match text is read once for each.
+  private final Map<String, Map<Long, Reading>> previous = new HashMap<>();
   private long lastSampleMs;
 
   ProcessWatcher(Probe probe, List<Long> pids, List<String> matches) {
@@ -48,9 +49,8 @@ final class ProcessWatcher {
 
   void sample(long nowMs, Tick.Builder out) {
     lastSampleMs = nowMs;
-    final Set<Long> seen = new HashSet<>();
     for (long pid : pids) {
-      emit(Long.toString(pid), List.of(pid), nowMs, out, seen);
+      emit(Long.toString(pid), List.of(pid), nowMs, out);
     }
     for (String text : matches) {
       List<Long> group = resolved.get(text);
@@ -58,13 +58,14 @@ final class ProcessWatcher {
         group = findByCommandLine(text);   // first time, or one of them exited (a restart)
         resolved.put(text, group);
       }
-      emit(text, group, nowMs, out, seen);
+      emit(text, group, nowMs, out);
     }
-    previous.keySet().retainAll(seen);
   }
 
   /** proc.rss and proc.cpu for the live processes of a group; nothing when none is alive. */
-  private void emit(String label, List<Long> group, long nowMs, Tick.Builder out, Set<Long> seen) {
+  private void emit(String label, List<Long> group, long nowMs, Tick.Builder out) {
+    final Map<Long, Reading> before = previous.getOrDefault(label, Map.of());
+    final Map<Long, Reading> readings = new HashMap<>();   // the exited drop out
     double cpuPercent = 0;
     long rss = 0;
     boolean anyAlive = false;
@@ -77,15 +78,16 @@ final class ProcessWatcher {
       final long cpuMs = usage.cpuMs();
       rss += usage.rssBytes();
       anyAlive = true;
-      seen.add(pid);
-      final Reading before = previous.put(pid, new Reading(cpuMs, nowMs));
-      if (before != null && nowMs > before.atMs) {
-        cpuPercent += 100.0 * (cpuMs - before.cpuMs) / (nowMs - before.atMs);
+      readings.put(pid, new Reading(cpuMs, nowMs));
+      final Reading last = before.get(pid);
+      if (last != null && nowMs > last.atMs) {
+        cpuPercent += 100.0 * (cpuMs - last.cpuMs) / (nowMs - last.atMs);
       }
       else {
         cpuKnown = false;
       }
     }
+    previous.put(label, readings);
     if (anyAlive) {
       out.add("proc.rss", label, rss);
       // A process seen for the first time has no interval yet, and a group's sum without it

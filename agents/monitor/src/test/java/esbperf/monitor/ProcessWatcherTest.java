@@ -87,4 +87,24 @@ class ProcessWatcherTest {
     probe.cpuMs.put(11L, 60L);
     assertEquals(101.0, sample(watcher, 6000).get("proc.cpu"), 1e-9);
   }
+
+  @Test
+  void aProcessWatchedByPidAndByMatchCountsFullyInBoth() {
+    final FakeProbe probe = new FakeProbe();
+    probe.commandLines.put(10L, "java esb-under-test");
+    probe.cpuMs.put(10L, 0L);
+    final ProcessWatcher watcher = new ProcessWatcher(probe, List.of(10L), List.of("esb-under-test"));
+    sample(watcher, 0);
+    probe.cpuMs.put(10L, 1000L);
+    final Tick.Builder b = new Tick.Builder();
+    watcher.sample(2000, b);
+    final Tick tick = b.build(2000, new HashMap<>());
+    final Map<String, Double> cpu = new HashMap<>();
+    for (int i = 0; i < tick.keys().size(); i++) {
+      if (tick.keys().get(i).metric().equals("proc.cpu")) {
+        cpu.put(tick.keys().get(i).subject(), tick.values()[i]);
+      }
+    }
+    assertEquals(Map.of("10", 50.0, "esb-under-test", 50.0), cpu);
+  }
 }
