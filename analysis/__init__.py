@@ -1,1 +1,2 @@
-"""Analysis: Grinder data logs and monitor samples -> statistics, summary.csv, graphs, report (issue 6)."""
+"""The analysis: results folders -> statistics, summary.csv, graphs, report.html, comparisons and the
+regression gate. Imports: core and results (never the run, the services or the testbed)."""

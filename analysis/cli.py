@@ -1,4 +1,4 @@
-"""`esbperf report` and `esbperf compare` (registered in esbperf/cli.py)."""
+"""`esbperf report` and `esbperf compare` (registered in esbperf/cli/__init__.py)."""
 from __future__ import annotations
 
 from pathlib import Path

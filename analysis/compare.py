@@ -16,8 +16,8 @@ from typing import Any
 
 import polars as pl
 
-from esbperf.analysis.results import BASELINE_TARGET, Run, label_runs
-from esbperf.errors import EsbperfError
+from esbperf.analysis.runs import BASELINE_TARGET, Run, label_runs
+from esbperf.core.errors import EsbperfError
 
 # Not settings: where the plan file was read from, its prose, and the target being compared.
 IGNORED_PLAN_KEYS = {"target", "source", "description"}

@@ -18,7 +18,7 @@ from xml.sax.saxutils import quoteattr, escape
 import polars as pl
 
 from esbperf.analysis.stats import t_quantile
-from esbperf.errors import EsbperfError
+from esbperf.core.errors import EsbperfError
 
 STEP_FIELDS = ("scenario", "target", "payload_bytes", "users", "model", "rate")
 

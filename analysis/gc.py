@@ -1,5 +1,5 @@
 """GC windows of a step (`gc-<role>.log`: the lines the runner cut from a service's gc.log, see
-esbperf/gc.py) -> the garbage collection of the ESB and echo JVMs over the measurement window.
+esbperf/results/gclog.py) -> the garbage collection of the ESB and echo JVMs over the measurement window.
 
 With `-Xlog:gc` the G1, Parallel and Serial collectors log one line per stop-the-world pause,
 when it ends, with the heap before and after it and its length:
@@ -18,11 +18,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from esbperf.gc import stamped_lines
-from esbperf.gc import step_file as gc_file  # noqa: F401  (gc-<role>.log, named in one place)
+from esbperf.core import roles
+from esbperf.results.gclog import stamped_lines
 
 # The JVMs esbperf starts with GC logging: the ESB and the echo back ends (not the client's workers).
-GC_ROLES = ("esb", "ws1", "ws2", "ws3")
+GC_ROLES = roles.SERVICE_JVMS
 # summary.csv's GC columns, `<role>_<figure>` (stats.gc_columns, docs/analysis.md).
 GC_FIGURES = ("gc_throughput_percent", "gc_pauses", "gc_pause_p99_ms", "gc_pause_max_ms",
               "heap_after_gc_mb", "heap_after_gc_max_mb")

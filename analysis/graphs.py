@@ -27,9 +27,9 @@ from matplotlib.figure import Figure  # noqa: E402  (after choosing the backend)
 
 import polars as pl  # noqa: E402
 
-from esbperf.analysis.results import BASELINE_TARGET  # noqa: E402
+from esbperf.analysis.bottleneck import THRESHOLD_PERCENT  # noqa: E402
+from esbperf.analysis.runs import BASELINE_TARGET  # noqa: E402
 from esbperf.analysis.stats import KEYS, POOLED, ROLES, StepHistograms  # noqa: E402
-from esbperf.bottleneck import THRESHOLD_PERCENT  # noqa: E402
 
 THESIS_CONCURRENCY_PAYLOAD = 100 * 1024
 # Percentiles of the percentile plot, drawn on a "number of nines" axis.

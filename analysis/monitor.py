@@ -1,5 +1,5 @@
 """Monitor samples (`monitor-<role>.csv`, long format) -> CPU and network figures of a host, and
-its bottleneck verdict, by the one rule of esbperf/bottleneck.py (the runner's too).
+its bottleneck verdict, by the one rule of analysis/bottleneck.py.
 
 Only the measurement window counts (samples of the `measure` phase; a network interval counts
 when its later sample is in it). Network figures are those of ONE interface per direction: the
@@ -11,11 +11,11 @@ from pathlib import Path
 
 import polars as pl
 
-from esbperf import bottleneck
-from esbperf.analysis.files import complete_data_lines, read_header
-from esbperf.errors import EsbperfError
+from esbperf.analysis import bottleneck
+from esbperf.core.errors import EsbperfError
+from esbperf.results import layout
+from esbperf.results.files import complete_data_lines, read_header
 
-HEADER = ["time_ms", "phase", "metric", "subject", "value"]
 SCHEMA = {"time_ms": pl.Int64, "phase": pl.String, "metric": pl.String, "subject": pl.String,
           "value": pl.Float64, "extra": pl.String}
 
@@ -36,10 +36,6 @@ class HostStats:
     bottlenecks: list[dict] = field(default_factory=list)   # bottleneck.assess's verdicts
 
 
-def monitor_file(step_dir: Path, role: str) -> Path:
-    return step_dir / f"monitor-{role}.csv"
-
-
 def host_stats(path: Path, role: str, link_mbit: float | None = None, measure_ms: int | None = None,
                interface: str | None = None) -> HostStats:
     """A host's figures over the measurement window, which starts at `measure_ms` (default: the
@@ -51,8 +47,8 @@ def host_stats(path: Path, role: str, link_mbit: float | None = None, measure_ms
     if not complete:
         stats.malformed_lines = 1
         return stats
-    if [h.strip() for h in header.split(",")] != HEADER:
-        raise EsbperfError(f"{path}: not a monitor file: header is {header[:80]!r}, expected {','.join(HEADER)!r}")
+    if [h.strip() for h in header.split(",")] != layout.MONITOR_HEADER:
+        raise EsbperfError(f"{path}: not a monitor file: header is {header[:80]!r}, expected {','.join(layout.MONITOR_HEADER)!r}")
     complete_rows = complete_data_lines(path)
     stats.malformed_lines = 0 if complete_rows is None else 1
     try:

@@ -15,7 +15,7 @@ import yaml
 from esbperf import __version__
 from esbperf.analysis import compare as comparing
 from esbperf.analysis import graphs
-from esbperf.analysis.results import Run
+from esbperf.analysis.runs import Run
 
 if TYPE_CHECKING:
     from esbperf.analysis.report import Analysis
@@ -90,7 +90,7 @@ def _runs_section(analysis: "Analysis") -> str:
     return "<h2 id=\"runs\">Runs and environment</h2>" + table(["", *[r.name for r in runs]], rows, len(runs) + 1)
 
 
-# run.json `calibration` per payload (esbperf/calibration.py's summary), in this order.
+# run.json `calibration` per payload (esbperf/run/calibration.py's summary), in this order.
 CALIBRATION_COLUMNS = (("floor_mean_us", "timed floor mean µs"), ("floor_p50_us", "floor p50 µs"),
                        ("floor_p99_us", "floor p99 µs"), ("outside_clock_us", "outside the clock µs/tx"),
                        ("tps", "TPS"), ("threads", "threads"), ("transactions", "transactions"), ("errors", "errors"))

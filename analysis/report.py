@@ -19,12 +19,13 @@ import polars as pl
 
 from esbperf.analysis import compare as comparing
 from esbperf.analysis import graphs as graphing
-from esbperf.analysis.histogram import export_frame
 from esbperf.analysis.page import render
-from esbperf.analysis.results import Run, label_runs, load_runs, ordered_roles
+from esbperf.analysis.runs import Run, label_runs, load_runs
 from esbperf.analysis.stats import StepHistograms, aggregate, analyse_step, summary_frame
 from esbperf.analysis.validity import validity_warnings
-from esbperf.errors import EsbperfError
+from esbperf.core.errors import EsbperfError
+from esbperf.core.roles import ordered as ordered_roles
+from esbperf.results.histogram import export_frame
 
 CSV_DECIMALS = 4
 

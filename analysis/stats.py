@@ -10,14 +10,16 @@ from typing import Any, Iterable
 
 import polars as pl
 
-from esbperf.analysis.datalog import LogStats, data_logs, log_stats
-from esbperf.analysis.gc import GC_FIGURES, GC_ROLES, GcStats, gc_file, gc_stats
-from esbperf.analysis.histogram import Histogram, nearest_rank
-from esbperf.analysis.monitor import HostStats, host_stats, monitor_file
-from esbperf.analysis.results import FIXED_ROLES, Run, Step
-from esbperf.bottleneck import THRESHOLD_PERCENT  # noqa: F401  (re-exported for graphs and tables)
-from esbperf.errors import EsbperfError
-from esbperf.plan import parse_size
+from esbperf.analysis.bottleneck import THRESHOLD_PERCENT  # noqa: F401  (re-exported for graphs and tables)
+from esbperf.analysis.gc import GC_FIGURES, GC_ROLES, GcStats, gc_stats
+from esbperf.analysis.monitor import HostStats, host_stats
+from esbperf.analysis.runs import Run, Step
+from esbperf.core.errors import EsbperfError
+from esbperf.core.plan import parse_size
+from esbperf.core.roles import FIXED as FIXED_ROLES
+from esbperf.results.datalog import LogStats, log_stats
+from esbperf.results.histogram import Histogram, nearest_rank
+from esbperf.results.layout import data_logs, gc_file, monitor_file
 
 ROLES = FIXED_ROLES   # client, esb, ws1, ws2, ws3; a report adds the load hosts its runs have
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}
@@ -80,20 +82,15 @@ def distribution_figures(h: StepHistograms) -> dict[str, Any]:
     return row
 
 
-def bottlenecks(step: Step, hosts: dict[str, HostStats]) -> list[str]:
-    """The runner's verdicts (step.json) and the same rule on the monitor files
-    (esbperf/bottleneck.py; it catches steps the runner did not judge), as 'role:resource'."""
-    found = []
-    for b in step.meta.get("bottlenecks") or []:
-        if isinstance(b, dict) and b.get("role") and b.get("resource"):
-            found.append(f"{b['role']}:{b['resource']}")
-    found += [f"{b['role']}:{b['resource']}" for h in hosts.values() for b in h.bottlenecks]
-    return sorted(set(found))
+def bottlenecks(hosts: dict[str, HostStats]) -> list[str]:
+    """The hosts' saturated resources, as 'role:resource': the one rule of
+    esbperf/analysis/bottleneck.py applied to each step's monitor files."""
+    return sorted({f"{b['role']}:{b['resource']}" for h in hosts.values() for b in h.bottlenecks})
 
 
 def outside_clock_us(run: Run, payload_bytes: int) -> float | None:
     """What each transaction costs its thread outside the clock (µs), from run.json's client
-    calibration (esbperf/calibration.py: `outside_clock_us`, per payload label), interpolated
+    calibration (esbperf/run/calibration.py: `outside_clock_us`, per payload label), interpolated
     linearly in payload bytes between the calibrated sizes; None without a calibration."""
     calibration = run.info.get("calibration")
     if not isinstance(calibration, dict):
@@ -257,7 +254,7 @@ def step_row(run: Run, step: Step, logs: LogStats, hosts: dict[str, HostStats],
     row["console_tests"], row["console_errors"] = totals.get("Tests"), totals.get("Errors")
     row["monitor_missing"] = ";".join(r for r in roles if r not in hosts)
     row["monitor_malformed_lines"] = sum(h.malformed_lines for h in hosts.values())
-    verdicts = bottlenecks(step, hosts)
+    verdicts = bottlenecks(hosts)
     row["bottleneck"] = bool(verdicts)
     row["bottlenecks"] = ";".join(verdicts)
     row["step_dir"] = str(step.dir.relative_to(run.dir))

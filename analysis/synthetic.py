@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from esbperf.plan import size_label
-from esbperf.topology import ROLES
+from esbperf.core.plan import size_label
+from esbperf.core.roles import BACKENDS, CLIENT, ESB, FIXED as ROLES
 
 # Grinder's six columns and esbperf's byte columns (logs before the workers timed in µs, other scripts) ...
 DATA_LOG_HEADER = ("Thread, Run, Test, Start time (ms since Epoch), Test time, Errors, "
@@ -34,7 +34,7 @@ def write_json(path: Path, data: dict) -> Path:
 
 
 def plan_dict(name: str = "thesis", **changes) -> dict:
-    """A plan as run.json holds it (esbperf.plan.Plan.to_dict)."""
+    """A plan as run.json holds it (esbperf.core.plan.Plan.to_dict)."""
     plan = {"name": name, "description": "synthetic", "scenarios": ["proxy"],
             "payloads": list(THESIS_PAYLOADS.values()), "users": list(THESIS_USERS), "duration_s": 300,
             "warmup_s": 30, "iterations": 1, "keepalive": True, "timeout_s": 120, "max_threads_per_process": 100}
@@ -50,7 +50,7 @@ def hosts(link_mbit: float | None, shared_cpus: bool = False) -> dict:
 def write_run(run_dir: Path, target: str, plan_name: str = "thesis", plan: dict | None = None,
               testbed: str = "emulated", finished: bool = True, link_mbit: float = 1000,
               shared_cpus: bool = False, **more) -> Path:
-    """run.json in the runner's shape (esbperf/runner.py); `more` adds fields (calibration,
+    """run.json in the runner's shape (esbperf/run/runner.py); `more` adds fields (calibration,
     console_sample_interval_ms, …)."""
     return write_json(run_dir / "run.json", {
         **more,
@@ -150,7 +150,7 @@ def write_monitor(folder: Path, role: str, start_ms: int, warmup_end_ms: int, en
 
 
 def gc_line(time_ms: int, message: str, uptime_ms: int = 60_000) -> str:
-    """A line as `-Xlog:gc` writes it with esbperf's decorators (esbperf/gc.py)."""
+    """A line as `-Xlog:gc` writes it with esbperf's decorators (esbperf/services/jvm.py)."""
     iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time_ms // 1000)) + f".{time_ms % 1000:03d}+0000"
     return f"[{iso}][{time_ms}ms][{uptime_ms}ms][info][gc] {message}\n"
 
@@ -179,7 +179,7 @@ def thesis_run(run_dir: Path, target: str, rows_per_step: int, files: int = 2, i
     payloads = sorted({size for _, size, _ in steps})
     write_run(run_dir, target, plan=plan_dict(plan, payloads=payloads, users=sorted({u for _, _, u in steps}),
                                              duration_s=duration_s, warmup_s=warmup_s, iterations=iterations))
-    roles = ["ws1", "ws2", "ws3", "client"] + ([] if target == "direct" else ["esb"])
+    roles = [*BACKENDS, CLIENT] + ([] if target == "direct" else [ESB])
     for k, (label, size, users) in enumerate(steps):
         for it in range(1, iterations + 1):
             folder = write_step(step_dir(run_dir, scenario, label, users, it), scenario, target, size, label,

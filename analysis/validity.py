@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from esbperf.analysis.datalog import LATE_START_US
-from esbperf.analysis.results import BASELINE_TARGET, Run
+from esbperf.results.datalog import LATE_START_US
+from esbperf.analysis.runs import BASELINE_TARGET, Run
 from esbperf.analysis.stats import (CONSOLE_TOLERANCE, LAG_GROWTH_SHARE, LITTLE_TOLERANCE, MIN_SAMPLES_PER_STEP,
                                     ROLES, SCHEDULE_SHORTFALL, console_disagrees, little, little_disagrees)
 

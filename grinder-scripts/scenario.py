@@ -4,7 +4,7 @@ test, against an ESB or the direct baseline. The runner sets the step through pr
 
   esbperf.scenario        proxy | cbr | hbr | json | xslt | raw | cbr-raw | hbr-raw, or
                           calibrate: the raw request against a server inside this worker process
-                          that answers at once (what the client itself costs; esbperf/calibration.py)
+                          that answers at once (what the client itself costs; esbperf/run/calibration.py)
   esbperf.target.kind     esb | direct
   esbperf.target.url      the ESB's http://host:port (kind esb)
   esbperf.backend.wsN     each echo service's http://host:port (kind direct)

@@ -63,7 +63,7 @@ def state_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def echoes(state_dir):
     """ws1, ws2, ws3 and an impostor (ws9), real JAX-WS echo services on loopback."""
-    from esbperf.echo import start_echo
+    from esbperf.services.echo import start_echo
 
     started = {}
     try:
@@ -84,7 +84,8 @@ def testbed_file(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def grinder(state_dir, testbed_file):
     """A console with its control API and two agents connected; yields the API client."""
-    from esbperf import agent, console, topology
+    from esbperf.services import agent, console
+    from esbperf.core import topology
 
     testbed = topology.load(testbed_file)
     console_process = console.start_console(testbed, workdir=state_dir / "console")
@@ -106,7 +107,8 @@ def grinder(state_dir, testbed_file):
 def lone_console(state_dir, tmp_path):
     """A console with no agent, on its own ports: yields (testbed, process); its token is in
     console.token_file(tmp_path / "console")."""
-    from esbperf import console, topology
+    from esbperf.services import console
+    from esbperf.core import topology
 
     testbed = topology.load(write_testbed(tmp_path / "lone.yaml", ECHO_PORTS, console_port=16472, api_port=16473))
     process = console.start_console(testbed, workdir=tmp_path / "console")

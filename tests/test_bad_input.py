@@ -16,8 +16,8 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from esbperf import plan as plans
-from esbperf.errors import EsbperfError
+from esbperf.core import plan as plans
+from esbperf.core.errors import EsbperfError
 
 SCRATCH = Path(tempfile.mkdtemp(prefix="esbperf-bad-input-"))
 FUZZ = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)

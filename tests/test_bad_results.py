@@ -10,10 +10,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from esbperf.analysis import synthetic
-from esbperf.analysis.datalog import log_stats
 from esbperf.analysis.monitor import host_stats
 from esbperf.analysis.report import analyse
-from esbperf.errors import EsbperfError
+from esbperf.core.errors import EsbperfError
+from esbperf.results.datalog import log_stats
 
 SCRATCH = Path(tempfile.mkdtemp(prefix="esbperf-bad-results-"))
 FUZZ = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)

@@ -12,8 +12,9 @@ import pytest
 import yaml
 from rich.console import Console
 
-from esbperf import testbed as testbeds, topology
-from esbperf.demo import run_demo
+from esbperf import testbed as testbeds
+from esbperf.core import topology
+from esbperf.cli.demo import run_demo
 
 pytestmark = [pytest.mark.slow, pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]

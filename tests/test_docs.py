@@ -30,3 +30,16 @@ def test_the_fault_matrix_names_a_test_in_every_row():
     assert len(rows) >= 25
     for row in rows:
         assert NAMED.search(row), f"a fault without a test: {row[:80]}"
+
+
+FILE = re.compile(r"(?<![\w./-])((?:esbperf|analysis|grinder-scripts|agents|console-config|jaxws-echo|esb-projects|docs|"
+                  r"tests)/[\w./-]+\.(?:py|md|yaml|java|xml|txt|xsl|properties))\b")
+USERS_OWN = {"console-config/testbeds/mylab.yaml"}   # files a doc tells the user to make
+
+
+@pytest.mark.parametrize("doc", ["README.md", "esb-projects/README.md",
+                                 *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md"))])
+def test_every_file_a_doc_names_exists(doc):
+    """A doc that names a file of the checkout (a module, a plan, a test) names one that is there."""
+    missing = sorted({name for name in FILE.findall((ROOT / doc).read_text()) if not (ROOT / name).exists()} - USERS_OWN)
+    assert not missing, f"{doc} names files that do not exist: {missing}"

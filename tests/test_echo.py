@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from esbperf import procs
-from esbperf.echo import RUNTIMES, echo_process, start_echo, wsdl_answers
-from esbperf.errors import EsbperfError
+from esbperf.core import procs
+from esbperf.core.errors import EsbperfError
+from esbperf.services.echo import RUNTIMES, echo_process, start_echo, wsdl_answers
 
 pytestmark = pytest.mark.slow
 

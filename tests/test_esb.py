@@ -16,9 +16,12 @@ import uuid
 import pytest
 import yaml
 
-from esbperf import esb, plan as plans, procs, topology, verify
-from esbperf.echo import start_echo
-from esbperf.errors import EsbperfError
+from esbperf.core import plan as plans, procs, topology
+from esbperf.services import esb
+
+from esbperf.core.errors import EsbperfError
+from esbperf.run import verify
+from esbperf.services.echo import start_echo
 
 pytestmark = pytest.mark.slow
 

@@ -21,9 +21,11 @@ import pytest
 import yaml
 
 from conftest import ECHO_PORTS, HOST, write_testbed
-from esbperf import agent, console, plan as plans, procs, runner, topology
-from esbperf.analysis.results import load_run
-from esbperf.errors import EsbperfError
+from esbperf.analysis.runs import load_run
+from esbperf.core import plan as plans, procs, topology
+from esbperf.core.errors import EsbperfError
+from esbperf.run import runner
+from esbperf.services import agent, console
 
 pytestmark = pytest.mark.slow
 

@@ -14,9 +14,10 @@ import pytest
 import yaml
 
 from conftest import ECHO_PORTS, HOST, write_testbed
-from esbperf import plan as plans, runner, topology
 from esbperf.analysis import gate
-from esbperf.errors import EsbperfError
+from esbperf.core import plan as plans, topology
+from esbperf.core.errors import EsbperfError
+from esbperf.run import runner
 
 SLOW_WS1_PORT = 16093   # a ws1 of this file's own, answering late on purpose
 
@@ -93,7 +94,7 @@ def compare(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 def test_the_gate_passes_a_rerun_and_fails_a_run_made_slower_on_purpose(grinder, echoes, tmp_path):
-    from esbperf.echo import start_echo
+    from esbperf.services.echo import start_echo
 
     # ws1 answers 1 ms late in the reference setup, so its TPS is steady on a shared machine (a
     # loopback echo answering at once swings ±30 % run to run); "slower" makes it 5 ms. Three

@@ -18,12 +18,16 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from esbperf import esb, gc, procs, verify
+from esbperf.core import procs
+from esbperf.results import gclog, layout
+from esbperf.services import esb, jvm
+
 from esbperf.analysis import synthetic
 from esbperf.analysis.gc import GC_FIGURES, gc_stats
 from esbperf.analysis.report import analyse, build_report
-from esbperf.echo import start_echo
-from esbperf.errors import EsbperfError
+from esbperf.core.errors import EsbperfError
+from esbperf.run import verify
+from esbperf.services.echo import start_echo
 
 DATA = Path(__file__).parent / "data" / "gc"
 HOST = "127.0.0.1"
@@ -42,32 +46,32 @@ def line(t: int, message: str) -> str:
 # --- the JVM options ---------------------------------------------------------------------------
 
 def test_the_jdk_accepts_the_options_and_logs_wall_clock_lines(tmp_path: Path):
-    log = gc.log_path(tmp_path / "state: with a colon, a space")    # -Xlog syntax characters in the path
+    log = jvm.log_path(tmp_path / "state: with a colon, a space")    # -Xlog syntax characters in the path
     log.parent.mkdir()
     assert log.name == "gc.log" and log.is_absolute()
     before = int(time.time() * 1000)
     # Pinned to one CPU, JDK 17 would choose Serial by itself: the options name G1.
     pinned = ["taskset", "-c", "0"] if shutil.which("taskset") else []
     assert pinned, "taskset (util-linux) is needed to check the collector on one CPU"
-    result = subprocess.run([*pinned, procs.java_executable(), gc.heap_option("64m", "test"), *gc.jvm_options(log),
+    result = subprocess.run([*pinned, procs.java_executable(), jvm.heap_option("64m", "test"), *jvm.jvm_options(log),
                              "-version"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
     after = int(time.time() * 1000)
     assert result.returncode == 0, result.stderr
     [first] = log.read_text().splitlines()
     assert first.endswith("[info][gc] Using G1"), first
-    assert before <= gc.line_time_ms(first.encode()) <= after
-    assert gc.window(log, before, after + 1) == first + "\n"
+    assert before <= gclog.line_time_ms(first.encode()) <= after
+    assert gclog.window(log, before, after + 1) == first + "\n"
 
 
 def test_bad_paths_and_heaps_are_refused_in_one_line(tmp_path: Path):
     for bad in ("gc%p.log", 'g"c.log'):
         with pytest.raises(EsbperfError, match="GC log path cannot hold"):
-            gc.jvm_options(tmp_path / bad)
+            jvm.jvm_options(tmp_path / bad)
     with pytest.raises(EsbperfError, match="ESB heap must look like 512m or 2g, got '12'"):
         esb.esb_process("camel", HOST, ESB_PORT, {ws: "http://127.0.0.1:1" for ws in ("ws1", "ws2", "ws3")}, heap="12")
     with pytest.raises(EsbperfError, match="no GC log there"):
-        gc.window(tmp_path / "gc.log", 0, 1)
-    assert gc.save_window(tmp_path / "gc.log", 0, 1, tmp_path / "gc-esb.log") is False
+        gclog.window(tmp_path / "gc.log", 0, 1)
+    assert gclog.save_window(tmp_path / "gc.log", 0, 1, tmp_path / "gc-esb.log") is False
     assert not (tmp_path / "gc-esb.log").exists()
 
 
@@ -85,19 +89,19 @@ def test_window_keeps_the_lines_inside_from_every_rotated_file(tmp_path: Path):
                    + line(end - 2, "GC(7) being written")[:-1])             # no newline yet: cut short
     for name, last_write_ms in (("gc.log.3", start - 1), ("gc.log.4", start + 1), ("gc.log", end + 10)):
         os.utime(tmp_path / name, ns=(last_write_ms * 1_000_000,) * 2)
-    assert [p.name for p in gc.log_files(log)] == ["gc.log.3", "gc.log.4", "gc.log"]
+    assert [p.name for p in gclog.log_files(log)] == ["gc.log.3", "gc.log.4", "gc.log"]
 
-    cut = gc.window(log, start, end)
+    cut = gclog.window(log, start, end)
     assert [text.split("] ", 1)[1] for text in cut.splitlines()] == [
         "GC(2) the first inside", "GC(3) inside", "GC(4) inside, logged a little late", "GC(5) the last inside"]
-    # The step folder's copy, and the same window from another host's shell (python -m esbperf.gc).
-    assert gc.save_window(log, start, end, tmp_path / "step" / "gc-esb.log")
-    assert (tmp_path / "step" / "gc-esb.log").read_text() == cut == gc.step_file(tmp_path / "step", "esb").read_text()
-    printed = subprocess.run([sys.executable, "-m", "esbperf.gc", str(log), str(start), str(end)],
+    # The step folder's copy, and the same window from another host's shell (python -m esbperf.results.gclog).
+    assert gclog.save_window(log, start, end, tmp_path / "step" / "gc-esb.log")
+    assert (tmp_path / "step" / "gc-esb.log").read_text() == cut == layout.gc_file(tmp_path / "step", "esb").read_text()
+    printed = subprocess.run([sys.executable, "-m", "esbperf.results.gclog", str(log), str(start), str(end)],
                              capture_output=True, text=True, timeout=60)
     assert printed.returncode == 0 and printed.stdout == cut, printed.stderr
     empty = tmp_path / "quiet" / "gc-ws1.log"
-    assert gc.save_window(log, end + 10, end + 20, empty) and empty.read_text() == ""   # logged, no collection
+    assert gclog.save_window(log, end + 10, end + 20, empty) and empty.read_text() == ""   # logged, no collection
 
 
 ALLOCATE = """public class Allocate {
@@ -115,20 +119,20 @@ ALLOCATE = """public class Allocate {
 
 def test_window_of_a_real_jvm_whose_log_rotated(tmp_path: Path):
     (tmp_path / "Allocate.java").write_text(ALLOCATE)
-    log = gc.log_path(tmp_path)
+    log = jvm.log_path(tmp_path)
     started = int(time.time() * 1000)
-    result = java("-Xmx16m", *gc.jvm_options(log, file_count=3, file_size="8k"), "Allocate.java", "800", cwd=tmp_path)
+    result = java("-Xmx16m", *jvm.jvm_options(log, file_count=3, file_size="8k"), "Allocate.java", "800", cwd=tmp_path)
     ended = int(time.time() * 1000)
     assert result.returncode == 0, result.stderr
-    files = gc.log_files(log)
+    files = gclog.log_files(log)
     assert [p.name for p in files][-1] == "gc.log" and len(files) == 4      # bounded: 3 archived + the current
     assert all(p.stat().st_size <= 8 * 1024 + 512 for p in files)
     every = sorted(text for p in files for text in p.read_text().splitlines())
-    whole = gc.window(log, started, ended + 1).splitlines()
-    times = [gc.line_time_ms(text.encode()) for text in whole]
+    whole = gclog.window(log, started, ended + 1).splitlines()
+    times = [gclog.line_time_ms(text.encode()) for text in whole]
     assert sorted(whole) == every and times == sorted(times) and len(whole) > 50
     middle = times[len(times) // 2]
-    assert gc.window(log, middle, ended + 1).splitlines() == [t for t in whole if gc.line_time_ms(t.encode()) >= middle]
+    assert gclog.window(log, middle, ended + 1).splitlines() == [t for t in whole if gclog.line_time_ms(t.encode()) >= middle]
 
 
 # --- parsing real lines ------------------------------------------------------------------------
@@ -230,7 +234,7 @@ def test_a_real_camel_under_load_gives_plausible_gc_columns(tmp_path: Path):
         camel = esb.start_esb("camel", HOST, ESB_PORT, {"ws1": url, "ws2": url, "ws3": url},
                               workdir=tmp_path / "camel", heap=f"{heap_mb}m")
         try:
-            assert f"esbperf: GC log {gc.log_path(tmp_path / 'camel')}" in camel.log.read_text()
+            assert f"esbperf: GC log {jvm.log_path(tmp_path / 'camel')}" in camel.log.read_text()
             body = verify.scenarios.contract().buy_stocks(100 * 1024, "IBM").encode()
             connection = http.client.HTTPConnection(HOST, ESB_PORT, timeout=10)
             rows, start_ms = [], int(time.time() * 1000)
@@ -261,7 +265,7 @@ def test_a_real_camel_under_load_gives_plausible_gc_columns(tmp_path: Path):
         synthetic.DATA_LOG_HEADER + "\n" + "".join(", ".join(map(str, r)) + "\n" for r in rows))
     # What the runner does after a step: each service's window into the step folder.
     for role, workdir in (("esb", tmp_path / "camel"), ("ws1", tmp_path / "ws1")):
-        assert gc.save_window(gc.log_path(workdir), start_ms, end_ms, gc.step_file(folder, role))
+        assert gclog.save_window(jvm.log_path(workdir), start_ms, end_ms, layout.gc_file(folder, role))
 
     row = analyse([run]).summary.to_dicts()[0]
     assert row["transactions"] > 100

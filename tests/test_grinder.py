@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from conftest import ECHO_PORTS, HOST, IMPOSTOR_PORT, gather_logs, relative_logs, write_testbed
-from esbperf import agent, console, procs, topology
-from esbperf.console import ControlClient, statistics
-from esbperf.errors import EsbperfError
+from esbperf.core import procs, topology
+from esbperf.core.errors import EsbperfError
+from esbperf.services import agent, console
+from esbperf.services.console import ControlClient, statistics
 
 pytestmark = pytest.mark.slow
 
@@ -260,8 +261,8 @@ def test_console_agent_and_workers_start_on_a_newer_jdk(state_dir, echoes, tmp_p
 
 def test_workers_do_not_yield_before_each_timed_section_where_the_jvm_allows():
     # Grinder calls Thread.yield() before every test; on a busy host that costs a time slice.
-    from esbperf.agent import worker_jvm_args
-    from esbperf.config import AgentConfig
+    from esbperf.services.agent import worker_jvm_args
+    from esbperf.core.config import AgentConfig
 
     java = procs.java_executable()
     args = worker_jvm_args(java, AgentConfig.load())

@@ -1,4 +1,4 @@
-"""The host monitor (agents/monitor) and its collection into step folders (esbperf/monitor.py),
+"""The host monitor (agents/monitor) and its collection into step folders (esbperf/run/monitors.py),
 end to end: real JVMs, real sigar and OSHI, real load, real spools. Ports 17100-17199 are this
 file's."""
 from __future__ import annotations
@@ -20,9 +20,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from esbperf import monitor, topology
-from esbperf.errors import EsbperfError
-from esbperf.project import ROOT
+from esbperf.core import topology
+from esbperf.core.errors import EsbperfError
+from esbperf.core.project import ROOT
+from esbperf.analysis import bottleneck
+from esbperf.analysis.monitor import host_stats
+from esbperf.run import monitors
+from esbperf.services import monitor
 
 pytestmark = pytest.mark.slow
 
@@ -108,7 +112,7 @@ def test_collect_step_writes_every_role_with_the_phases_marked(five, tmp_path):
     time.sleep(5)
     end = now_ms()
     step = tmp_path / "step-001"
-    result = monitor.collect_step(five, step, warmup, measure, end)
+    result = monitors.collect_step(five, step, warmup, measure, end)
 
     assert sorted(result["monitors"]) == sorted(topology.ROLES)
     assert sorted(p.name for p in step.glob("monitor-*.csv")) == sorted(f"monitor-{r}.csv" for r in topology.ROLES)
@@ -169,7 +173,7 @@ def test_loopback_transfer_raises_lo_counters_by_at_least_the_bytes_sent(five, t
     send_over_loopback(17130, size)
     time.sleep(1.2)   # ... and one after it
     end = now_ms()
-    result = monitor.collect_step(five, tmp_path, start, start, end, roles=["esb"])
+    result = monitors.collect_step(five, tmp_path, start, start, end, roles=["esb"])
     assert result["monitors"]["esb"]["error"] is None
     assert_lo_counters_grew_by(read_step_csv(tmp_path / "monitor-esb.csv"), size)
 
@@ -205,7 +209,7 @@ def test_busy_loop_raises_total_cpu_and_the_watched_processes_cpu_through_sigar_
         end = now_ms()
         rows = {sampler: pull(port, start, end) for sampler, port in ports.items()}
         statuses = {sampler: monitor.status("127.0.0.1", port) for sampler, port in ports.items()}
-        results = {sampler: monitor.collect_step(testbed, tmp_path / f"step-{sampler}", start, start + 2000, restarted)
+        results = {sampler: monitors.collect_step(testbed, tmp_path / f"step-{sampler}", start, start + 2000, restarted)
                    for sampler, testbed in testbeds.items()}
     finally:
         stop(*monitors, idle, *busy)
@@ -243,8 +247,8 @@ def test_busy_loop_raises_total_cpu_and_the_watched_processes_cpu_through_sigar_
         assert all(b - a >= 2000 for a, b in zip(proc_ticks, proc_ticks[1:])), (sampler, proc_ticks)
         assert_lo_counters_grew_by(found, size)
 
-        # The same window through the runner's API: CPU is judged a bottleneck.
-        cpu = [b for b in results[sampler]["bottlenecks"] if b["resource"] == "cpu"]
+        # The same window as the runner collects it, judged by the one rule: CPU is a bottleneck.
+        cpu = [b for b in verdicts(tmp_path / f"step-{sampler}", "esb") if b["resource"] == "cpu"]
         assert cpu and cpu[0]["role"] == "esb" and cpu[0]["sustained_percent"] > 85, (sampler, results[sampler])
 
 
@@ -261,7 +265,7 @@ def test_a_monitor_killed_mid_window_leaves_a_gap_and_the_others_are_collected(t
         measure = now_ms()
         time.sleep(2)
         end = now_ms()
-        lost = monitor.collect_step(testbed, tmp_path / "lost", warmup, measure, end)
+        lost = monitors.collect_step(testbed, tmp_path / "lost", warmup, measure, end)
     finally:
         stop(esb, ws1)
 
@@ -275,7 +279,12 @@ def test_a_monitor_killed_mid_window_leaves_a_gap_and_the_others_are_collected(t
     # The other monitor is unaffected.
     assert lost["monitors"]["ws1"]["error"] is None and lost["monitors"]["ws1"]["gaps_ms"] == 0
     assert lost["monitors"]["ws1"]["rows"] > 0
-    assert [b for b in lost["bottlenecks"] if b["role"] == "esb"] == []
+    assert verdicts(tmp_path / "lost", "esb") == []
+
+
+def verdicts(step_dir: Path, role: str, link_mbit: float | None = None) -> list[dict]:
+    """The bottleneck rule on a step's monitor file, as the analysis applies it."""
+    return host_stats(step_dir / f"monitor-{role}.csv", role, link_mbit).bottlenecks
 
 
 def spool_bytes(workdir: Path) -> int:
@@ -307,7 +316,7 @@ def test_a_monitor_killed_and_restarted_on_its_spool_serves_the_window_with_a_ga
         back = now_ms()
         time.sleep(3)
         end = now_ms()
-        result = monitor.collect_step(testbed, tmp_path / "step", warmup, measure, end)
+        result = monitors.collect_step(testbed, tmp_path / "step", warmup, measure, end)
     finally:
         stop(esb, ws1)
 
@@ -410,24 +419,31 @@ def test_a_saturated_link_is_a_bottleneck_and_loopback_is_not(veth_link, tmp_pat
                 time.sleep(0.1)
         time.sleep(1.2)
         end = now_ms()
-        result = monitor.collect_step(testbed, tmp_path / "step", start, start + 1000, end)
+        result = monitors.collect_step(testbed, tmp_path / "step", start, start + 1000, end)
     finally:
         stop(mon, sink)
 
     rows = read_step_csv(tmp_path / "step" / "monitor-esb.csv")
     tx = values(rows, "net.tx_bytes", VETH_HOST)
     assert tx[-1] - tx[0] >= sent
-    link = [b for b in result["bottlenecks"] if b["resource"] == "link-tx"]
-    assert link and link[0]["role"] == "esb" and link[0]["sustained_percent"] > 85, result["bottlenecks"]
+    found = verdicts(tmp_path / "step", "esb", link_mbit=testbed.hosts["esb"].link_mbit)
+    link = [b for b in found if b["resource"] == "link-tx"]
+    assert link and link[0]["role"] == "esb" and link[0]["sustained_percent"] > 85, found
     assert link[0]["max_percent"] >= link[0]["sustained_percent"]
 
 
 def test_the_verdict_rule():
     """Sustained (3 samples in a row) or mean above 85 % is a bottleneck; brief peaks are not."""
-    window = monitor.StepWindow(0, 10_000, 20_000)
     def cpu(*percents, start=10_000):
         return [(start + 1000 * i, "cpu.total", "", str(p)) for i, p in enumerate(percents)]
-    judge = lambda samples, link=None: monitor.verdict("esb", samples, link, window)
+
+    def judge(samples, link=None):
+        points = [(t, float(v)) for t, metric, _, v in samples if metric == "cpu.total"]
+        counters = {"rx": {}, "tx": {}}
+        for t, metric, subject, v in samples:
+            if metric in ("net.rx_bytes", "net.tx_bytes"):
+                counters[metric[4:6]].setdefault(subject, []).append((t, float(v)))
+        return bottleneck.assess("esb", points, counters["rx"], counters["tx"], 10_000, link).bottlenecks
 
     assert judge(cpu(50, 99, 40, 99, 40, 99, 40)) == []
     assert judge(cpu(99, 99, 99, start=1000) + cpu(40, 40)) == []          # in the warm-up only
@@ -503,11 +519,11 @@ def test_bad_arguments_are_one_line_errors(tmp_path, five):
     assert cli("--role", "esb", "--sampler", "proc").returncode == 2
 
     with pytest.raises(EsbperfError, match="warmup start <= measure start < end"):
-        monitor.collect_step(five, tmp_path, 2000, 1000, 3000)
+        monitors.collect_step(five, tmp_path, 2000, 1000, 3000)
     with pytest.raises(EsbperfError, match="unknown role"):
-        monitor.collect_step(five, tmp_path, 1000, 2000, 3000, roles=["db"])
+        monitors.collect_step(five, tmp_path, 1000, 2000, 3000, roles=["db"])
     with pytest.raises(EsbperfError, match="in the future"):
-        monitor.collect_step(five, tmp_path, now_ms(), now_ms() + 1000, now_ms() + 60_000)
+        monitors.collect_step(five, tmp_path, now_ms(), now_ms() + 1000, now_ms() + 60_000)
     with pytest.raises(EsbperfError, match="unknown role"):
         monitor.monitor_process("db", "127.0.0.1", 17151)
 

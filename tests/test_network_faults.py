@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from esbperf import plan as plans, runner, topology
+from esbperf.core import plan as plans, topology
+from esbperf.core.errors import EsbperfError
+from esbperf.run import runner
 from esbperf.testbed import fault, netns, services
-from esbperf.errors import EsbperfError
 
 pytestmark = [pytest.mark.root, pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
 

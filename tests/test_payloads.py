@@ -14,9 +14,9 @@ import pytest
 import yaml
 
 from conftest import ECHO_PORTS, HOST
-from esbperf import plan as plans, scenarios
-from esbperf.errors import EsbperfError
-from esbperf.scenarios import Answer
+from esbperf.core import plan as plans, scenarios
+from esbperf.core.errors import EsbperfError
+from esbperf.core.scenarios import Answer
 
 STOCKS_NS = "http://services.samples/xsd"
 SOAP_ENV = "http://schemas.xmlsoap.org/soap/envelope/"
@@ -138,7 +138,7 @@ def test_a_payload_file_runs_through_synapse_routing_and_a_strict_check_refuses_
     """Real console, agents, workers, Synapse and echoes: the workers send the staged file's bytes,
     Synapse routes it on its first symbol and answers with the envelope alone, the default check
     passes it; with `payload_check: bytes` the run is refused before it starts, naming the byte."""
-    from esbperf.esb import start_esb
+    from esbperf.services.esb import start_esb
 
     synapse = start_esb("synapse", HOST, SYNAPSE_PORT,
                         {ws: f"http://{HOST}:{port}" for ws, port in ECHO_PORTS.items()}, workdir=tmp_path / "synapse")

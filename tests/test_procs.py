@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from esbperf import console, procs, topology
 from esbperf import testbed as testbeds
+from esbperf.core import procs, topology
+from esbperf.services import console
 
 pytestmark = pytest.mark.slow
 
@@ -235,7 +236,7 @@ def sleeper_launcher(tmp_path: Path, how: str) -> tuple[subprocess.Popen, int]:
     script = "\n".join([
         f"import sys, threading, time; sys.path.insert(0, {str(ROOT)!r})",
         "from pathlib import Path",
-        "from esbperf import procs",
+        "from esbperf.core import procs",
         "started = []",
         f"log = Path({str(tmp_path / 'sleep.log')!r})",
         how,

@@ -16,8 +16,11 @@ import pytest
 import yaml
 
 from conftest import ECHO_PORTS, HOST, IMPOSTOR_PORT, write_testbed
-from esbperf import console, plan as plans, results, runner, topology
-from esbperf.errors import EsbperfError
+from esbperf.core import plan as plans, topology
+from esbperf.core.errors import EsbperfError
+from esbperf.results import layout as results
+from esbperf.run import preflight, runner
+from esbperf.services import console
 
 
 def write_plan(path: Path, **fields) -> Path:
@@ -159,7 +162,7 @@ MORTAL_PORT = 16084   # a ws1 of this test's own, killed in the middle of a step
 
 @pytest.mark.slow
 def test_a_back_end_that_dies_mid_step_stops_the_run_and_loses_nothing(grinder, echoes, state_dir, tmp_path):
-    from esbperf.echo import start_echo
+    from esbperf.services.echo import start_echo
 
     testbed = topology.load(write_testbed(tmp_path / "mortal.yaml", {**ECHO_PORTS, "ws1": MORTAL_PORT}))
     the_plan = plans.load(write_plan(tmp_path / "two.yaml", payloads=["1KB", "2KB"], users=[2], duration_s=4))
@@ -287,7 +290,7 @@ def test_a_run_folder_is_never_reused(tmp_path):
 
 @pytest.mark.slow
 def test_dry_run_estimates_a_real_run_within_20_percent_and_starts_nothing(grinder, echoes, testbed_file, tmp_path):
-    from esbperf import estimate
+    from esbperf.run import estimate
 
     testbed = topology.load(testbed_file)
     if not estimate.estimate(plans.load("smoke"), []).measured_steps:   # no run measured here yet: one first
@@ -351,7 +354,7 @@ def test_a_host_clock_off_beyond_the_limit_refuses_the_run(grinder, echoes, tmp_
                                                r"--max-skew-ms\); synchronise the clocks"):
             runner.start(plans.load(write_plan(tmp_path / "skew.yaml")), "direct", testbed, tmp_path / "refused")
         assert not (tmp_path / "refused").exists()
-        assert runner.clock_skews(testbed, ["ws1"], 1000)["ws1"]["skew_ms"] == pytest.approx(500, abs=50)
+        assert preflight.clock_skews(testbed, ["ws1"], 1000)["ws1"]["skew_ms"] == pytest.approx(500, abs=50)
     finally:
         monitor.close()
 

@@ -16,9 +16,10 @@ import pytest
 import yaml
 from rich.console import Console
 
-from esbperf import testbed as testbeds, topology
-from esbperf.demo import run_demo
-from esbperf.errors import EsbperfError
+from esbperf import testbed as testbeds
+from esbperf.core import topology
+from esbperf.core.errors import EsbperfError
+from esbperf.cli.demo import run_demo
 from esbperf.testbed import fault, hosts, install
 
 pytestmark = [pytest.mark.slow, pytest.mark.root,

@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from esbperf import testbed as tbapi
-from esbperf import topology
-from esbperf.errors import EsbperfError
+from esbperf.core import topology
+from esbperf.core.errors import EsbperfError
 
 ROOT = Path(__file__).resolve().parent.parent
 ESBPERF = [sys.executable, "-m", "esbperf"]
@@ -93,7 +93,7 @@ def test_cpus_and_defaults(tmp_path):
     assert tb.hosts["ws2"].link_mbit is None
     assert tb.hosts["ws3"].link_mbit == 2.5
     assert tb.sysctl == {"net.ipv4.ip_local_port_range": "10000 65535", "net.ipv4.tcp_tw_reuse": "1"}
-    # The bottleneck rule's interface (esbperf/bottleneck.py): named per host, else none (the busiest counts).
+    # The bottleneck rule's interface (analysis/bottleneck.py): named per host, else none (the busiest counts).
     named = topology.load(write(tmp_path / "i.yaml", emulated_data(esb={"interface": "br0"})))
     assert named.hosts["esb"].interface == "br0" and named.hosts["ws1"].interface is None
 

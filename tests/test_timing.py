@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 
 from conftest import HOST, gather_logs, relative_logs
-from esbperf import calibration, scenarios
-from esbperf.console import statistics as console_statistics
-from esbperf.calibration import ERRORS, LATENCY_US, RESPONSE_US, START, START_LAG_US, percentile, read_columns
-from esbperf.echo import start_echo
+from esbperf.core import scenarios
+from esbperf.run import calibration
+from esbperf.results.histogram import nearest_rank
+from esbperf.services.console import statistics as console_statistics
+from esbperf.services.echo import start_echo
 from test_grinder import direct_properties, run_workers
 
 pytestmark = pytest.mark.slow
@@ -57,6 +58,25 @@ def data_logs(folder: Path) -> list[Path]:
 
 def worker_logs(folder: Path) -> list[str]:
     return [Path(p).read_text() for p in glob.glob(str(folder / "*.log")) if not p.endswith("-data.log")]
+
+
+START, ERRORS = "Start time (ms since Epoch)", "Errors"
+RESPONSE_US, LATENCY_US, START_LAG_US = "Response us", "Latency us", "Start lag us"
+
+
+def read_columns(path: Path, columns: tuple[str, ...]) -> list[tuple[int, ...]]:
+    """The named columns of every whole row of one data log, as integers: this test's own plain
+    reader of the raw values, beside the analysis's histograms (a last line cut short is left out)."""
+    with open(path, encoding="utf-8") as f:
+        names = [n.strip() for n in f.readline().split(",")]
+        where = [names.index(c) for c in columns]
+        return [tuple(int(line.split(",")[i]) for i in where) for line in f if line.endswith("\n")]
+
+
+def percentile(values: list[int], q: float) -> int:
+    """Exact nearest-rank percentile of raw values (the analysis's rank rule)."""
+    ordered = sorted(values)
+    return ordered[nearest_rank(q, len(ordered)) - 1]
 
 
 def rows(folder: Path, *columns: str) -> list[tuple[int, ...]]:

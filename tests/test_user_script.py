@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from conftest import ECHO_PORTS, HOST
-from esbperf import user_script
-from esbperf.errors import EsbperfError
+from esbperf.core.errors import EsbperfError
+from esbperf.run import user_script
 
 THESIS_ERA_SCRIPT = '''\
 # The Grinder 3, as scripts were written for the 2012 thesis: the HTTP plugin, one test, a SOAP POST.
@@ -92,7 +92,7 @@ def test_a_file_that_is_not_a_grinder_script_is_refused(tmp_path):
 
 
 def test_a_plan_for_a_script_has_no_scenarios(tmp_path):
-    from esbperf import plan as plans
+    from esbperf.core import plan as plans
 
     path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump({"name": "p", "scenarios": ["proxy"], "users": [1], "duration_s": 1}))
@@ -139,7 +139,7 @@ def test_a_thesis_era_script_runs_through_the_runner_and_reports(grinder, echoes
 
 
 def test_the_http_plugins_status_column_is_read_as_the_status(tmp_path):
-    from esbperf.analysis.datalog import log_stats
+    from esbperf.results.datalog import log_stats
 
     log = tmp_path / "host-0-data.log"
     log.write_text("Thread, Run, Test, Start time (ms since Epoch), Test time, Errors, HTTP response code, "
@@ -168,7 +168,7 @@ def test_littles_law_warns_when_half_the_threads_idle(grinder, echoes, testbed_f
     # The echo waits 20 ms: the script's whole-ms times are then at most 5 % short, so the law's
     # tolerance band cannot swallow the idle half (with a 1 ms echo it could, on a fast machine).
     from esbperf.analysis.report import build_report
-    from esbperf.echo import start_echo
+    from esbperf.services.echo import start_echo
 
     slow_echo = start_echo("ws1", HOST, SLOW_ECHO_PORT, delay_ms=20, workdir=tmp_path / "slow-echo")
     request.addfinalizer(slow_echo.stop)

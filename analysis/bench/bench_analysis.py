@@ -49,7 +49,7 @@ def child_parse(run: str) -> None:
     """Runs in a subprocess: statistics of every step, no graphs; prints JSON."""
     started = time.perf_counter()
     from esbperf.analysis import stats
-    from esbperf.analysis.results import load_runs
+    from esbperf.analysis.runs import load_runs
 
     imported = time.perf_counter()
     runs = load_runs([Path(run)])
@@ -67,9 +67,9 @@ def child_bare(run: str) -> None:
     no error tolerance, no cut-line handling), to show what those checks cost."""
     import polars as pl
 
-    from esbperf.analysis.datalog import data_logs
-    from esbperf.analysis.histogram import bucket_expr
-    from esbperf.analysis.results import load_runs
+    from esbperf.results.layout import data_logs
+    from esbperf.results.histogram import bucket_expr
+    from esbperf.analysis.runs import load_runs
 
     started = time.perf_counter()
     schema = dict(zip(["thread", "run", "test", "start", "time", "errors", "status", "req", "resp", "us"],

@@ -18,8 +18,13 @@ from pathlib import Path
 
 from rich.console import Console
 
-from esbperf import plan as plans, runner, stack, testbed, topology
-from esbperf.errors import EsbperfError
+from esbperf.core import plan as plans, topology
+from esbperf.run import runner
+
+from esbperf import testbed
+from esbperf.analysis.report import analyse
+from esbperf.testbed import services as stack
+from esbperf.core.errors import EsbperfError
 
 
 def main() -> None:
@@ -50,10 +55,13 @@ def main() -> None:
         try:
             for label, bed in (("rate-limited", tb), ("unlimited", unlimited)):
                 testbed.up(bed)
-                run_dir = runner.start(the_plan, "direct", bed, work / "results", console=quiet)
+                run_dir = runner.start(the_plan, "direct", bed, work / "results", console=quiet,
+                                       local_state_dirs=stack.state_dirs(work / "services"),
+                                       token_file=stack.console_token_file(work / "services"))
                 step = json.loads(next(run_dir.rglob("step.json")).read_text())
                 totals = dict(zip(step["console"]["columns"], step["console"]["totals"]))
-                figures.append((label, totals, step["bottlenecks"]))
+                [row] = analyse([run_dir]).summary.to_dicts()
+                figures.append((label, totals, row["bottlenecks"]))
         finally:
             group.stop_all()
     print(f"no-ESB baseline via Grinder: {args.scenario} {args.size_kb} KB, {args.users} users, "
@@ -61,7 +69,7 @@ def main() -> None:
     for label, t, bottlenecks in figures:
         tps = t["TPS"] or 0
         ratio = f"{tps / ceiling:.2f}" if label == "rate-limited" else "-"
-        hot = ", ".join(sorted({f"{b['role']} {b['resource']}" for b in bottlenecks})) or "none"
+        hot = bottlenecks.replace(";", ", ") or "none"
         print(f"{label:13} TPS {tps:7.0f}  ÷ link-limited {ratio:>5}  mean {t['Mean Test Time (ms)'] or 0:6.2f} ms  "
               f"errors {t['Errors']}  bottlenecks: {hot}")
 

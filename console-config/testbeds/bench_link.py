@@ -17,9 +17,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from esbperf import procs, testbed, topology, wrk
-from esbperf.echo import wsdl_answers
-from esbperf.errors import EsbperfError
+from esbperf import testbed
+from esbperf.core import procs, topology
+
+from esbperf.core.errors import EsbperfError
+from esbperf.run import wrk
+from esbperf.services.echo import wsdl_answers
 
 WARMUP_S = 5          # the echo's JIT settles before each measured run
 

@@ -20,10 +20,13 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-from esbperf import nginx, procs, scenarios, wrk
-from esbperf.echo import start_echo
-from esbperf.errors import EsbperfError
-from esbperf.esb import start_esb
+from esbperf.core import procs, scenarios
+from esbperf.services import nginx
+
+from esbperf.core.errors import EsbperfError
+from esbperf.run import wrk
+from esbperf.services.echo import start_echo
+from esbperf.services.esb import start_esb
 
 HOST = "127.0.0.1"
 ECHO_PORT, CAMEL_PORT, SYNAPSE_PORT, NGINX_PORT = 19381, 19382, 19383, 19384

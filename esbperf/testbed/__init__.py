@@ -1,4 +1,4 @@
-"""The testbed: the hosts of a testbed file (esbperf/topology.py), emulated on this machine or real,
+"""The testbed: the hosts of a testbed file (esbperf/core/topology.py), emulated on this machine or real,
 and everything done to them from the client (control) host.
 
 Modules:
@@ -17,6 +17,8 @@ Python API (each takes a Testbed, a testbed name or a file; default `emulated`):
     up(testbed) / down(testbed) -> list of what changed;  status(testbed) -> dict;
     with emulated(testbed): ...   # up for the block, down afterwards whatever happens
     check(testbed, target=None) -> (reports, failures, warnings)   # any testbed, no root needed
+
+Imports: core, services.
 """
 from __future__ import annotations
 
@@ -26,13 +28,13 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 if TYPE_CHECKING:   # imported when used: `background` runs on hosts that have only the standard library
     from esbperf.testbed.preflight import HostReport
-    from esbperf.topology import Testbed
+    from esbperf.core.topology import Testbed
 
 EMULATED = "emulated"
 
 
 def load(testbed: Testbed | str | Path | None, default: str = EMULATED) -> Testbed:
-    from esbperf import topology
+    from esbperf.core import topology
 
     return testbed if isinstance(testbed, topology.Testbed) else topology.load(testbed, default=default)
 

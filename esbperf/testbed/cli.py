@@ -10,10 +10,10 @@ from typing import Any
 
 import click
 
-from esbperf import topology
+from esbperf.core import topology
+from esbperf.core.errors import EsbperfError
 from esbperf.testbed import EMULATED, check, down, fault, hosts, load, status, up
 from esbperf.testbed.hosts import host_commands
-from esbperf.errors import EsbperfError
 
 def _option(default: str):
     return click.option("--testbed", "testbed_name", metavar="NAME|FILE", default=default, show_default=True,

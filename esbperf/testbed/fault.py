@@ -27,10 +27,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from esbperf.config import state_dir
-from esbperf.errors import EsbperfError
+from esbperf.core.config import state_dir
+from esbperf.core.errors import EsbperfError
+from esbperf.core.topology import Testbed
 from esbperf.testbed.netns import PEER, require_root
-from esbperf.topology import Testbed
 
 FILTER_PREF = 7               # our filter's priority on the clsact egress hook
 NETEM_HANDLE = "e5b:"         # our netem qdisc's handle

@@ -22,12 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from esbperf import console
-from esbperf.config import state_dir
-from esbperf.echo import MAIN_CLASS as ECHO_MAIN
-from esbperf.errors import EsbperfError
+from esbperf.core.config import state_dir
+from esbperf.core.errors import EsbperfError
+from esbperf.core.roles import BACKENDS
+from esbperf.core.topology import Testbed
+from esbperf.services import console
+from esbperf.services.echo import MAIN_CLASS as ECHO_MAIN
 from esbperf.testbed import ssh as sshmod
-from esbperf.topology import BACKENDS, Testbed
 
 # What each host's monitor watches besides the whole host: the service JVM found by its command line.
 ESB_MAIN = {"camel": "org.apache.camel.main.Main", "synapse": "org.apache.synapse.SynapseServer"}

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from esbperf.config import state_dir
-from esbperf.errors import EsbperfError
-from esbperf.project import ALL_MODULES, ROOT, ensure_built
+from esbperf.core.config import state_dir
+from esbperf.core.errors import EsbperfError
+from esbperf.core.project import ALL_MODULES, ROOT, ensure_built
+from esbperf.core.topology import Testbed
 from esbperf.testbed.ssh import PYLIB, PYTHON, STATE, Ssh, last_line, rsync
-from esbperf.topology import Testbed
 
 MARKER = ".esbperf-install"
 MIN_JAVA, MIN_PYTHON = 17, (3, 11)

@@ -28,8 +28,8 @@ import subprocess
 import time
 from typing import Any
 
-from esbperf.errors import EsbperfError
-from esbperf.topology import Host, Testbed
+from esbperf.core.errors import EsbperfError
+from esbperf.core.topology import Host, Testbed
 
 PEER = "eth0"                     # the host's side of its veth, inside its namespace
 QUEUE_MS = 5                      # tbf: how long a full queue takes to drain

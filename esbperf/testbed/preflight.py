@@ -22,8 +22,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from esbperf.errors import EsbperfError
-from esbperf.topology import Host, Testbed
+from esbperf.core.errors import EsbperfError
+from esbperf.core.topology import Host, Testbed
 
 SKEW_TRIES = 5
 
@@ -107,7 +107,7 @@ def _probe(probe: Probe, timeout: float) -> None:
 
 def _console_version(probe: Probe, timeout: float) -> str:
     """The console's version through its control API, with the token when this machine has it."""
-    from esbperf.console import ControlClient, read_token
+    from esbperf.services.console import ControlClient, read_token
 
     token = read_token()
     host = f"[{probe.address}]" if ":" in probe.address else probe.address

@@ -8,10 +8,11 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from esbperf import procs
-from esbperf import console
+from esbperf.core import procs
+from esbperf.core import roles
+from esbperf.core.topology import Testbed
+from esbperf.services import console
 from esbperf.testbed import hosts
-from esbperf.topology import Testbed
 
 START_TIMEOUT_S = hosts.START_TIMEOUT_S
 
@@ -24,7 +25,7 @@ def state_dir_of(workdir: Path, role: str) -> Path:
 def state_dirs(workdir: Path) -> list[Path]:
     """The state folders of every role's services started by `start` (where their logs, the
     agent's working folder and the GC logs are)."""
-    return [state_dir_of(workdir, role) for role in ("client", "esb", "ws1", "ws2", "ws3")]
+    return [state_dir_of(workdir, role) for role in roles.FIXED]
 
 
 def console_token_file(workdir: Path) -> Path:

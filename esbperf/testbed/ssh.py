@@ -6,7 +6,7 @@ On the host, esbperf lives in the host's install folder (`dir:`, relative to the
 unless absolute), put there by `esbperf testbed install`: the project, its light Python
 dependencies in `pylib/`, and the host's state (pid files, logs, agents' folders) in `state/`.
 
-`SshAgents` is the runner's fetcher (esbperf/collect.py) for the agents of one ssh host: it copies
+`SshAgents` is the runner's fetcher (esbperf/run/collect.py) for the agents of one ssh host: it copies
 a step's log folder home with rsync and removes it on the host once copied.
 """
 from __future__ import annotations
@@ -15,8 +15,8 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from esbperf.errors import EsbperfError
-from esbperf.topology import Testbed
+from esbperf.core.errors import EsbperfError
+from esbperf.core.topology import Testbed
 
 CONNECT_TIMEOUT_S = 5
 STATE = "state"          # the host's state folder, inside its install folder

@@ -19,10 +19,10 @@ import subprocess
 import time
 from pathlib import Path
 
-from esbperf.config import state_dir
-from esbperf.errors import EsbperfError
+from esbperf.core.config import state_dir
+from esbperf.core.errors import EsbperfError
+from esbperf.core.topology import Testbed
 from esbperf.testbed.background import proc_stat
-from esbperf.topology import Testbed
 
 SSHD = "/usr/sbin/sshd"
 PORT = 22

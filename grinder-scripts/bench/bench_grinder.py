@@ -17,10 +17,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from esbperf import agent, console, procs, topology, wrk
-from esbperf.console import ControlClient, statistics
-from esbperf.echo import start_echo
-from esbperf.project import CONTROL_API, GRINDER_HOME, HTTP_CLIENT, JAXWS_ECHO, ensure_built
+from esbperf.core import procs, topology
+from esbperf.services import agent, console
+
+from esbperf.core.project import CONTROL_API, GRINDER_HOME, HTTP_CLIENT, JAXWS_ECHO, ensure_built
+from esbperf.run import wrk
+from esbperf.services.console import ControlClient, statistics
+from esbperf.services.echo import start_echo
 
 HOST, ECHO_PORT, CONSOLE_PORT, API_PORT = "127.0.0.1", 16181, 16872, 16873
 TICK = os.sysconf("SC_CLK_TCK")

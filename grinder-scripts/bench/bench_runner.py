@@ -16,8 +16,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from esbperf import agent, console, plan as plans, procs, runner, topology
-from esbperf.echo import start_echo
+from esbperf.core import plan as plans, procs, topology
+from esbperf.services import agent, console
+
+from esbperf.run import runner
+from esbperf.services.echo import start_echo
 
 HOST, CONSOLE_PORT, API_PORT = "127.0.0.1", 16972, 16973
 ECHO = {"ws1": 16981, "ws2": 16982, "ws3": 16983}

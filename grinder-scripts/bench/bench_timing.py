@@ -28,13 +28,15 @@ import time
 from pathlib import Path
 
 from bench_grinder import children, cpu_ms   # same folder
-from esbperf import agent, calibration, console, procs, scenarios, topology, wrk
-from esbperf.config import AgentConfig
-from esbperf.console import ControlClient
-from esbperf.echo import start_echo
-from esbperf.errors import EsbperfError
-from esbperf.esb import start_esb
-from esbperf.project import CAMEL, CONTROL_API, GRINDER_HOME, HTTP_CLIENT, JAXWS_ECHO, ensure_built
+from esbperf.core import procs, scenarios, topology
+from esbperf.core.config import AgentConfig
+from esbperf.core.errors import EsbperfError
+from esbperf.core.project import CAMEL, CONTROL_API, GRINDER_HOME, HTTP_CLIENT, JAXWS_ECHO, ensure_built
+from esbperf.run import calibration, wrk
+from esbperf.services import agent, console
+from esbperf.services.console import ControlClient
+from esbperf.services.echo import start_echo
+from esbperf.services.esb import start_esb
 
 HOST = "127.0.0.1"
 ECHO_PORT, CAMEL_PORT, CONSOLE_PORT, API_PORT = 19481, 19482, 16982, 16983

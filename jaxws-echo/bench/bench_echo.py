@@ -21,9 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from esbperf import nginx, procs, scenarios, wrk
-from esbperf.echo import start_echo
-from esbperf.errors import EsbperfError
+from esbperf.core import procs, scenarios
+from esbperf.services import nginx
+
+from esbperf.core.errors import EsbperfError
+from esbperf.run import wrk
+from esbperf.services.echo import start_echo
 
 HOST = "127.0.0.1"
 PORTS = {"jaxws": 18201, "cxf": 18202, "nginx": 18203}

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import yaml
 
-from esbperf import monitor, topology
+from esbperf.core import topology
+from esbperf.services import monitor
 
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 WARMUP_S = 10   # let the JIT settle before measuring

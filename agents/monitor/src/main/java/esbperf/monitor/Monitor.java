@@ -59,7 +59,7 @@ public final class Monitor {
     }
 
     final SampleServer server;
-    // Small answers would otherwise wait for the peer's delayed ACK (KNOWN-TRAPS.md).
+    // The JDK HttpServer's small answers would otherwise wait ~40 ms for the peer's delayed ACK.
     System.setProperty("sun.net.httpserver.nodelay", "true");
     try {
       server = new SampleServer(options.listen(), spool, probe.name(), options.role(), probe.selfPid(),

@@ -1,0 +1,118 @@
+"""`esbperf demo`: the whole method on this machine in a few minutes.
+
+Builds what is missing, brings up the emulated five-host testbed (network namespaces; the
+loopback `local` testbed when not root), starts the three echo services, the ESB, the console,
+an agent and the monitors on their hosts, runs short versions of both thesis sweeps (payload
+and concurrency) and of the open-model sweep (arrival rates) through the ESB's direct proxy and
+against the direct baseline, writes the
+report, and stops and removes everything it started.
+
+With --ssh the same happens on the emulated testbed's ssh mode (console-config/testbeds/
+emulated-ssh.yaml): every host but the client is reached over ssh, esbperf is installed in each
+host's own folder (`testbed install`), the services start in the background on their hosts
+(`testbed start`), and agents on two load hosts (client and load2) share every step's users."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from esbperf.core import plan as plans, topology
+from esbperf.run import runner
+
+from esbperf import testbed as testbeds
+from esbperf.testbed import hosts, install, services
+from esbperf.core.config import state_dir
+from esbperf.core.errors import EsbperfError
+from esbperf.core.project import (CAMEL, CONTROL_API, GRINDER_HOME, HTTP_CLIENT, JAXWS_ECHO, MONITOR, SYNAPSE,
+                             ensure_built)
+
+ESB_MODULES = {"camel": CAMEL, "synapse": SYNAPSE}
+DEMO_PLANS = ("demo-payload", "demo-concurrency", "demo-open")
+
+
+def default_testbed() -> str:
+    return "emulated" if os.geteuid() == 0 else "local"
+
+
+SSH_TESTBED = "emulated-ssh"
+
+
+def run_demo(testbed_name: str | Path, esb: str, out: Path, console: Console,
+             plan_names: tuple[str | Path, ...] = DEMO_PLANS, ssh: bool = False) -> Path:
+    """Run the demo; returns the report folder. ssh: reach the hosts with `ssh:` over ssh."""
+    if esb not in ESB_MODULES:
+        raise EsbperfError(f"unknown ESB '{esb}' (known: {', '.join(ESB_MODULES)})")
+    ensure_built(GRINDER_HOME, CONTROL_API, HTTP_CLIENT, JAXWS_ECHO, MONITOR, ESB_MODULES[esb])
+    testbed = topology.load(testbed_name)
+    if esb not in testbed.targets:
+        raise EsbperfError(f"{testbed.path} has no target '{esb}' (known: {', '.join(testbed.targets)})")
+    if ssh and not any(h.ssh for h in testbed.hosts.values()):
+        raise EsbperfError(f"--ssh: no host of {testbed.path} has ssh: (the ssh mode's testbed is {SSH_TESTBED})")
+    the_plans = [plans.load(name) for name in plan_names]
+    demo_dir = out.resolve() / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
+    demo_dir.mkdir(parents=True, exist_ok=False)
+    workdir = state_dir() / demo_dir.name
+    brought_up = []
+    if testbed.emulated:
+        if os.geteuid() != 0:
+            raise EsbperfError("the emulated testbed needs root (network namespaces); run as root or use --testbed local")
+        brought_up = testbeds.up(testbed)
+        if brought_up:
+            console.print(f"testbed {testbed.name}: up ({len(brought_up)} changes)")
+        else:   # someone else's (or a killed run's): not ours to remove
+            console.print(f"testbed {testbed.name}: was already up; it stays up (`esbperf testbed down` removes it)")
+    group = None
+    started = False
+    try:
+        if ssh:
+            install.install(testbed, echo=lambda line: console.print(f"installed {line}"))
+            started = True   # from here on, whatever was started is stopped again
+            hosts.start(testbed, esb, echo=lambda line: console.print(f"started {line}"), root=workdir)
+            launcher = dict(local_state_dirs=hosts.local_agent_states(testbed, workdir),
+                            token_file=hosts.console_token(testbed, workdir),
+                            restart_esb=hosts.esb_restarter(testbed, "per-step", workdir))
+        else:
+            group = services.start(testbed, esb, workdir, echo=console.print)
+            launcher = dict(local_state_dirs=services.state_dirs(workdir),
+                            token_file=services.console_token_file(workdir),
+                            restart_esb=services.esb_restarter(group, testbed))
+        runs = []
+        for the_plan in the_plans:
+            # The ESB and its baseline step by step in one run, so drift hits both alike.
+            console.rule(f"{the_plan.name} → {esb} and direct")
+            runs.append(runner.start(the_plan, [esb, "direct"], testbed, demo_dir, console=console, **launcher))
+        from esbperf.analysis.report import write_report   # matplotlib only once there is data
+        report = write_report(runs, demo_dir / "report")
+    finally:
+        if group:
+            group.stop_all()
+        if started:
+            for line in hosts.stop(testbed, root=workdir)[1]:
+                console.print(f"[red]could not stop: {line}[/red]")
+        if brought_up:
+            testbeds.down(testbed)
+            console.print(f"testbed {testbed.name}: down")
+    return report
+
+
+@click.command()
+@click.option("--testbed", "testbed_name", metavar="NAME|FILE", default=None,
+              help="Testbed (default: emulated when root, else local).")
+@click.option("--esb", default="camel", show_default=True, help="ESB under test: camel or synapse.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results"), show_default=True,
+              help="Folder that receives the demo's runs and report.")
+@click.option("--ssh", is_flag=True, help=f"Reach the hosts over ssh: the emulated testbed's ssh mode ({SSH_TESTBED}), "
+                                           "install, start in the background, agents on two load hosts (root).")
+def demo(testbed_name: str | None, esb: str, out: Path, ssh: bool) -> None:
+    """Build what is missing and run the short demo on this machine."""
+    console = Console()
+    name = testbed_name or (SSH_TESTBED if ssh else default_testbed())
+    if testbed_name is None and name == "local":
+        console.print("not root: using the loopback testbed `local` instead of the emulated five-host one")
+    started = time.monotonic()
+    report = run_demo(name, esb, out, console, ssh=ssh)
+    console.print(f"demo finished in {time.monotonic() - started:.0f} s; report: {report / 'report.html'}")

@@ -1,0 +1,349 @@
+"""Sweep plans (console-config/plans/<name>.yaml): scenario × payload × users (closed model) or
+× arrival rate (open model), with per-step duration and warm-up, iterations, the users →
+processes × threads mapping, keep-alive and timeouts. A payload is a generated size or a user's
+payload file (esbperf/core/payloads.py). Every error names the file, the field and what is allowed.
+
+A run measures a plan against one target or several; with several, each step runs against every
+target back to back, in an order rotated per iteration, so drift over the run hits them alike."""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from esbperf.core import payloads as payload_files, scenarios
+from esbperf.core.config import load_yaml, resolve_named
+from esbperf.core.errors import EsbperfError
+from esbperf.core.project import CONSOLE_CONFIG
+
+PLANS = CONSOLE_CONFIG / "plans"
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(B|KB|K|MB|M)?\s*$", re.IGNORECASE)
+_UNIT = {"B": 1, "K": 1024, "KB": 1024, "M": 1024 * 1024, "MB": 1024 * 1024}
+FIELDS = {
+    "name": "a name",
+    "description": "text",
+    "scenarios": f"a list of scenarios ({', '.join(scenarios.names())})",
+    "payloads": "a list of sizes such as 512B, 0.5KB, 100KB, 1MB, or payload files: {file: PATH} or {folder: DIR}",
+    "payload_check": "how a payload file's echo is compared: bytes, envelope or xml (default envelope)",
+    "users": "a list of positive integers (concurrent users; in an open-model plan the thread pool)",
+    "rates": "a list of arrival rates in requests per second (positive numbers): an open-model plan",
+    "duration_s": "seconds measured per step (positive number)",
+    "warmup_s": "seconds of warm-up before each step's measurement (number >= 0)",
+    "iterations": "how many times the whole plan runs (positive integer)",
+    "keepalive": "true or false",
+    "timeout_s": "seconds to wait for an answer (positive number)",
+    "max_threads_per_process": "worker threads per worker process at most (positive integer)",
+    "restart": "per-run (the ESB runs through the whole run) or per-step (restarted and verified before each step)",
+}
+RESTARTS = ("per-run", "per-step")
+
+
+def parse_size(value: Any) -> int:
+    """512 / "512B" / "0.5KB" / "100 KB" / "1MB" -> bytes (KB = 1024 bytes)."""
+    if isinstance(value, bool):
+        raise ValueError(value)
+    if isinstance(value, int):
+        if value <= 0:
+            raise ValueError(value)
+        return value
+    m = _SIZE.match(str(value))
+    if not m:
+        raise ValueError(value)
+    size = float(m.group(1)) * _UNIT[(m.group(2) or "B").upper()]
+    if size < 1 or size != int(size):
+        raise ValueError(value)
+    return int(size)
+
+
+SCRIPT_PAYLOAD = 0   # the payload of a user's own script's steps: whatever the script sends
+
+
+def size_label(size: int) -> str:
+    """Folder-friendly label: 1024 -> 1KB, 512 -> 0.5KB, 1048576 -> 1024KB, 1000 -> 1000B;
+    0 (a user's script decides) -> script."""
+    if size == SCRIPT_PAYLOAD:
+        return "script"
+    kb = size / 1024
+    if size % 128 == 0:
+        return f"{kb:g}KB"
+    return f"{size}B"
+
+
+# An open-model step without `users` gets a pool that holds rate × 20 ms of requests in flight
+# (ESB answers take 0.2-2 ms), at least POOL_MIN threads. A pool that proves too small shows
+# as start lag in the step's data, never as a silently lower rate.
+POOL_MIN = 10
+POOL_SECONDS = 0.02
+
+
+def default_pool(rate: float) -> int:
+    return max(POOL_MIN, math.ceil(rate * POOL_SECONDS))
+
+
+def rate_label(rate: float) -> str:
+    return f"{rate:g}"
+
+
+@dataclass(frozen=True)
+class Step:
+    scenario: str
+    payload_bytes: int
+    users: int                  # closed model: concurrent users; open model: the thread pool
+    iteration: int
+    target: str = ""
+    rate: float | None = None   # open model: arrivals per second over all agents
+    payload_file: payload_files.PayloadFile | None = None   # None: a generated payload
+
+    @property
+    def payload_label(self) -> str:
+        return self.payload_file.label if self.payload_file else size_label(self.payload_bytes)
+
+    @property
+    def model(self) -> str:
+        return "closed" if self.rate is None else "open"
+
+    def relative_dir(self) -> Path:
+        """<target>/<scenario>/<payload>/<users>[/rate-<r>]/iter-<n> (no target level for a step
+        of a run made before targets were interleaved)."""
+        path = Path(self.target) if self.target else Path()
+        path = path / self.scenario / self.payload_label / str(self.users)
+        if self.rate is not None:
+            path = path / f"rate-{rate_label(self.rate)}"
+        return path / f"iter-{self.iteration}"
+
+    def describe(self) -> str:
+        load = f"{self.users}u" if self.rate is None else f"{rate_label(self.rate)}/s ({self.users} threads)"
+        return f"{self.target + ' ' if self.target else ''}{self.scenario} {self.payload_label} {load} iter {self.iteration}"
+
+
+@dataclass
+class Plan:
+    name: str
+    scenarios: list[str]
+    payloads: list[int | payload_files.PayloadFile]   # generated sizes (bytes) and payload files
+    users: list[int]            # empty in an open-model plan that lets each rate choose its pool
+    duration_s: float
+    warmup_s: float
+    iterations: int = 1
+    keepalive: bool = True
+    timeout_s: float = 120
+    max_threads_per_process: int = 100
+    description: str = ""
+    rates: list[float] = field(default_factory=list)   # non-empty: an open-model plan
+    script: str = ""            # a user's own Grinder script runs the steps (its name is the scenario)
+    restart: str = "per-run"    # per-step: a fresh ESB process for every step
+    payload_check: str = ""     # how payload files' echoes are compared ("" without payload files)
+    source: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def model(self) -> str:
+        return "open" if self.rates else "closed"
+
+    def loads(self) -> list[tuple[int, float | None]]:
+        """(users, rate) of each load level: users alone (closed), or each rate with each pool."""
+        if not self.rates:
+            return [(u, None) for u in self.users]
+        return [(u, r) for r in self.rates for u in (self.users or [default_pool(r)])]
+
+    def steps(self, targets: list[str] | None = None) -> list[Step]:
+        """Every step in run order: iterations outermost, then scenario, payload, load, and each
+        step against every target back to back, the targets' order rotated by one per iteration."""
+        targets = targets or [""]
+        out = []
+        for i in range(1, self.iterations + 1):
+            shift = (i - 1) % len(targets)
+            order = targets[shift:] + targets[:shift]
+            for s in self.scenarios:
+                for p in self.payloads:
+                    size, file = (p, None) if isinstance(p, int) else (p.size, p)
+                    for users, rate in self.loads():
+                        out += [Step(s, size, users, i, t, rate, file) for t in order]
+        return out
+
+    def sizes(self) -> list[int]:
+        """Every payload's size in bytes, generated or a file's."""
+        return [p if isinstance(p, int) else p.size for p in self.payloads]
+
+    def calibration_sizes(self) -> list[int]:
+        """The payloads a run calibrates the client at (esbperf/run/calibration.py): the smallest
+        and the largest."""
+        return sorted({min(self.sizes()), max(self.sizes())})
+
+    def payload_files(self) -> list[payload_files.PayloadFile]:
+        return [p for p in self.payloads if not isinstance(p, int)]
+
+    def step_seconds(self) -> float:
+        return self.warmup_s + self.duration_s
+
+    def processes_threads(self, users: int, agents: int = 1) -> tuple[int, int]:
+        """Worker processes and threads per agent for `users` concurrent users over `agents`:
+        ceil(share ÷ max_threads_per_process) processes of ceil(share ÷ processes) threads.
+
+        Every agent gets the same start signal, so each runs processes x threads >= its share;
+        the threads beyond `users` stop at once (scenario.py), so exactly `users` load the target."""
+        per_agent = math.ceil(users / agents)
+        processes = math.ceil(per_agent / self.max_threads_per_process)
+        return processes, math.ceil(per_agent / processes)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("extra")
+        if not d["rates"]:
+            d.pop("rates")           # a closed plan, as its file says it
+        if not d["script"]:
+            d.pop("script")
+        if d["restart"] == "per-run":
+            d.pop("restart")         # the default, as plans without the field say it
+        # Files by absolute path, pinned by hash: --resume refuses a file that changed.
+        d["payloads"] = [p if isinstance(p, int) else {"file": p.path, "sha256": p.sha256} for p in self.payloads]
+        if not d["payload_check"]:
+            d.pop("payload_check")
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict, source: str) -> "Plan":
+        """A plan as recorded in run.json (to_dict), validated again."""
+        data = dict(data)
+        original = data.pop("source", "")
+        script = data.pop("script", "")
+        if script:                   # as recorded: the script's name as scenario, its own payload
+            data.pop("scenarios", None)
+            if data.get("payloads") == [SCRIPT_PAYLOAD]:
+                del data["payloads"]
+        plan = _validate(data, source, script)
+        plan.source = original or source
+        return plan
+
+
+def resolve(name_or_path: str | Path) -> Path:
+    return resolve_named(name_or_path, PLANS, "plan")
+
+
+def load(name_or_path: str | Path, script: str = "") -> Plan:
+    """The plan `name_or_path`; with `script` (a user's own Grinder script's name), a plan of
+    users, durations and iterations for it: no scenarios, payloads only as a setting for the script."""
+    path = resolve(name_or_path)
+    return _validate(load_yaml(path), str(path), script)
+
+
+def _validate(data: dict, source: str, script: str = "") -> Plan:
+    def fail(name: str, got: Any) -> None:
+        raise EsbperfError(f"{source}: field '{name}' must be {FIELDS[name]}, got {got!r}")
+
+    unknown = [k for k in data if k not in FIELDS]
+    if unknown:
+        raise EsbperfError(f"{source}: unknown field '{unknown[0]}' (allowed: {', '.join(FIELDS)})")
+    if script and "scenarios" in data:
+        raise EsbperfError(f"{source}: field 'scenarios' does not apply with --script: the script is the one "
+                           "scenario; remove it (or give the plan without --script)")
+    for required in (() if script else ("scenarios", "payloads")) + ("duration_s",) + (() if "rates" in data else ("users",)):
+        if required not in data:
+            raise EsbperfError(f"{source}: field '{required}' is missing; it must be {FIELDS[required]}")
+
+    def number(name: str, default: Any, minimum: float, integer: bool = False, strict: bool = True):
+        value = data.get(name, default)
+        ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
+        if isinstance(value, bool) or not ok_type or value < minimum or (strict and value == minimum and minimum == 0):
+            fail(name, value)
+        return value
+
+    def a_list(name: str) -> list:
+        value = data[name]
+        if not isinstance(value, list) or not value:
+            raise EsbperfError(f"{source}: field '{name}' must be a non-empty list: {FIELDS[name]}; got {value!r}")
+        return value
+
+    names = scenarios.names()
+    scenario_list = [script] if script else a_list("scenarios")
+    for i, s in enumerate([] if script else scenario_list):
+        if s not in names:
+            raise EsbperfError(f"{source}: scenarios[{i}]: unknown scenario {s!r} (allowed: {', '.join(names)})")
+    payloads = ([] if "payloads" in data or not script else [SCRIPT_PAYLOAD]) + _payloads(
+        a_list("payloads") if "payloads" in data else [], scenario_list, source, script)
+    contract = scenarios.contract()
+    payload_check = ""
+    if any(not isinstance(p, int) for p in payloads):
+        payload_check = data.get("payload_check", contract.DEFAULT_FILE_CHECK)
+        if payload_check not in contract.FILE_CHECKS:
+            fail("payload_check", payload_check)
+    elif "payload_check" in data:
+        raise EsbperfError(f"{source}: field 'payload_check' applies only to payload files, and the plan has none")
+    if data.get("users") == [] and data.get("rates"):
+        del data["users"]            # as run.json records an open plan that let each rate choose its pool
+    users = []
+    for i, u in enumerate(a_list("users") if "users" in data else []):
+        if isinstance(u, bool) or not isinstance(u, int) or u < 1:
+            raise EsbperfError(f"{source}: users[{i}]: must be a positive integer, got {u!r}")
+        users.append(u)
+    rates = []
+    for i, r in enumerate(a_list("rates") if "rates" in data else []):
+        if isinstance(r, bool) or not isinstance(r, (int, float)) or not r > 0 or r != r or r == float("inf"):
+            raise EsbperfError(f"{source}: rates[{i}]: must be a positive number of requests per second, got {r!r}")
+        rates.append(r)
+    restart = data.get("restart", "per-run")
+    if restart not in RESTARTS:
+        fail("restart", restart)
+    keepalive = data.get("keepalive", True)
+    if not isinstance(keepalive, bool):
+        fail("keepalive", keepalive)
+    return Plan(
+        name=str(data.get("name", Path(source).stem)),
+        description=str(data.get("description", "")),
+        scenarios=list(scenario_list), payloads=payloads, users=users, rates=rates, script=script,
+        duration_s=number("duration_s", None, 0),
+        warmup_s=number("warmup_s", 0, 0, strict=False),
+        iterations=number("iterations", 1, 1, integer=True),
+        keepalive=keepalive,
+        timeout_s=number("timeout_s", 120, 0),
+        max_threads_per_process=number("max_threads_per_process", 100, 1, integer=True),
+        restart=restart,
+        payload_check=payload_check,
+        source=source,
+    )
+
+
+def _payloads(items: list, scenario_list: list[str], source: str, script: str) -> list:
+    """The `payloads` list: sizes, {file: PATH} (with sha256: HEX as run.json records it) and
+    {folder: DIR} (its *.xml files, smallest first); paths relative to the plan file's folder."""
+    out: list = []
+    fields: list[str] = []   # the item each payload came from, for error lines
+    for i, p in enumerate(items):
+        where = f"{source}: payloads[{i}]"
+        if not isinstance(p, dict):
+            try:
+                out.append(parse_size(p))
+            except ValueError:
+                raise EsbperfError(f"{where}: {p!r} is not a size (e.g. 512B, 0.5KB, 100KB, 1MB) "
+                                   "or a payload file ({file: PATH} or {folder: DIR})") from None
+            fields.append(where)
+            continue
+        kind = [k for k in ("file", "folder") if k in p]
+        if len(kind) != 1 or set(p) - {"file", "folder", "sha256"} or ("sha256" in p and kind != ["file"]) \
+                or not isinstance(p[kind[0]], str) or not p[kind[0]]:
+            raise EsbperfError(f"{where}: must be {{file: PATH}} or {{folder: DIR}}, got {p!r}")
+        if script:
+            raise EsbperfError(f"{where}: payload files are for esbperf's scenarios; a user's script sends its own")
+        path = Path(source).parent / Path(p[kind[0]]).expanduser()
+        for f in [path] if kind == ["file"] else payload_files.folder_files(path, where):
+            out.append(payload_files.load(f, where, scenario_list, p.get("sha256")))
+            fields.append(where)
+    # Step folders are named by payload label and the analysis tells payloads apart by size:
+    # a payload file must differ from every other payload in both.
+    def label(p) -> str:
+        return size_label(p) if isinstance(p, int) else p.label
+
+    def size(p) -> int:
+        return p if isinstance(p, int) else p.size
+    for n, p in enumerate(out):
+        for m, q in enumerate(out[:n]):
+            if isinstance(p, int) and isinstance(q, int):
+                continue
+            if label(p) == label(q) or size(p) == size(q):
+                same = f"label {label(p)}" if label(p) == label(q) else f"size {size(p)} bytes"
+                raise EsbperfError(f"{fields[n]}: {getattr(p, 'path', label(p))} has the {same} of "
+                                   f"{getattr(q, 'path', label(q))} ({fields[m]}); each payload needs its own "
+                                   "label (its step folders) and size (the analysis's key)")
+    return out

@@ -1,0 +1,86 @@
+"""How long a run will take, before it starts (`esbperf run --dry-run`).
+
+A step's warm-up runs until max(warm-up, worker start-up + warm-up ÷ 2) (the runner wants half of
+it under load), then the measurement; its tail is everything else: the console's calls, stopping the
+workers, bringing the logs home, pulling the monitors' samples, the checks. A run adds its preflight
+and the scripts' distribution. Start-up, tail and run overhead are measured on every run and kept in
+the state folder (the last HISTORY of each); the estimate uses their medians, so it reflects this
+machine and testbed. Before any run it assumes DEFAULTS."""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from esbperf.core.config import state_dir
+from esbperf.core.plan import Plan, Step
+
+HISTORY = 50
+DEFAULTS = {"startup_s": 3.0, "tail_s": 2.0, "calibration_s": 9.0, "run_overhead_s": 5.0}
+FILE_NAME = "runner-overheads.json"
+
+
+def _file() -> Path:
+    return state_dir() / FILE_NAME
+
+
+def _load() -> dict[str, list[float]]:
+    try:
+        data = json.loads(_file().read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: [float(v) for v in data.get(k, []) if isinstance(v, (int, float))] for k in DEFAULTS}
+
+
+def remember(**seconds: float) -> None:
+    """Add measured overheads (startup_s, tail_s, calibration_s, run_overhead_s); never fails a run."""
+    try:
+        data = _load()
+        for kind, value in seconds.items():
+            data[kind] = (data.get(kind, []) + [round(value, 3)])[-HISTORY:]
+        path = _file()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def remember_step(record: dict) -> None:
+    """The start-up and tail of a finished step (its step.json)."""
+    remember(startup_s=(record["first_report_ms"] - record["start_ms"]) / 1000,
+             tail_s=max(0.0, record["wall_s"] - (record["end_ms"] - record["start_ms"]) / 1000))
+
+
+def step_seconds(plan: Plan, startup_s: float, tail_s: float) -> float:
+    """What the runner does with a step (esbperf/run/step.py)."""
+    return max(plan.warmup_s, startup_s + plan.warmup_s / 2) + plan.duration_s + tail_s
+
+
+@dataclass
+class Estimate:
+    steps: list[tuple[Step, float]]      # each step and its estimated seconds
+    run_overhead_s: float                # preflight, distribution and the client's calibration
+    measured_steps: int                  # how many measured steps the overhead is the median of
+
+    @property
+    def total_s(self) -> float:
+        return self.run_overhead_s + sum(s for _, s in self.steps)
+
+
+def estimate(plan: Plan, steps: list[Step]) -> Estimate:
+    history = _load()
+    median = {k: statistics.median(history[k]) if history.get(k) else v for k, v in DEFAULTS.items()}
+    per_step = step_seconds(plan, median["startup_s"], median["tail_s"])
+    per_run = median["run_overhead_s"] + len(plan.calibration_sizes()) * median["calibration_s"]
+    return Estimate([(s, per_step) for s in steps], per_run, len(history.get("tail_s") or []))
+
+
+def duration(seconds: float) -> str:
+    seconds = round(seconds)
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s" if m else f"{s}s"

@@ -1,0 +1,309 @@
+"""A whole plan through the real console and agents, one results folder per step: `start` a new
+run, `resume` an interrupted one, or `dry_run` one to see its steps and wall time.
+
+The runner talks to the console only through its control API. A run measures one target or
+several: with several (`--target camel --target direct`), each step runs against every target back
+to back, the order rotated per iteration, so drift over the run hits them alike. Each step is one
+StepRunner (esbperf/run/step.py). What stops a run, and what only spoils a step, is decided by the
+problem's type (esbperf/run/problems.py); every interrupted run — Ctrl-C, a full disk, a console
+gone for good — keeps its finished steps, and `esbperf run --resume DIR` continues it."""
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Callable, Iterable
+
+from rich.console import Console
+from rich.table import Table
+
+from esbperf.core import payloads, plan as plans, procs, topology
+from esbperf.core.config import AgentConfig, ConsoleConfig, state_dir
+from esbperf.core.errors import EsbperfError
+from esbperf.results import layout
+from esbperf.run import calibration, collect, environment, estimate, preflight, user_script
+from esbperf.run.preflight import MAX_SKEW_MS
+from esbperf.run.progress import RunProgress
+from esbperf.run.step import Agent, RunContext, StepAside, StepRunner
+from esbperf.run.workers import ConsoleWatch
+from esbperf.services.console import TOKEN_ENV, ControlClient, control_client, statistics
+from esbperf.testbed import hosts, ssh
+
+LAYOUT = 2   # step folders <target>/<scenario>/<payload>/<users>/[rate-<r>/]iter-<n>
+
+
+def _record(plan: plans.Plan, targets: dict[str, topology.Target], testbed: topology.Testbed, agents: list[Agent],
+            grinder_version: str) -> dict:
+    """run.json as a new run starts."""
+    record = {
+        "layout": LAYOUT,
+        "plan": plan.to_dict(),
+        "targets": [{"name": t.name, "kind": t.kind, "esb": t.esb, "url": t.url, "backends": t.backends}
+                    for t in targets.values()],
+        "testbed": {"name": testbed.name, "file": str(testbed.path), "emulated": testbed.emulated},
+        "hosts": {role: {"address": h.address, "link_mbit": h.link_mbit, "cpus": list(h.cpus or []),
+                         "interface": h.interface}   # the bottleneck rule's interface (esbperf/analysis/bottleneck.py)
+                  for role, h in testbed.hosts.items()},
+        "agents": [{"name": a.name, "host": a.host} for a in agents],
+        "environment": environment.describe(),
+        "versions": {"grinder": grinder_version},
+        "jvm_args": {"console": ConsoleConfig.load().jvm_args, "agent": AgentConfig.load().agent_jvm_args,
+                     "worker": AgentConfig.load().worker_jvm_args},
+        "console_sample_interval_ms": ConsoleConfig.load().sample_interval_ms,
+        "restart": plan.restart,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "finished": None,
+    }
+    if len(targets) == 1:   # what single-target readers look for
+        record["target"] = record["targets"][0]
+    return record
+
+
+def _prepare(client: ControlClient) -> None:
+    """Before the first step (and after a step that went wrong): no worker of anyone else's may
+    run, and every agent has the scripts."""
+    client.timeout = 30
+    client.settle()
+    client.distribute()
+
+
+def _summary_line(record: dict) -> str:
+    """A finished step in one line, from the console's totals over the measured window."""
+    totals = statistics(record["console"])
+    # The console's own TPS divides by its sample periods; the window is what was measured.
+    window_s = (record["end_ms"] - record["warmup_end_ms"]) / 1000
+    return (f"{totals.get('Tests', 0)} transactions, {totals.get('Errors', 0)} errors, "
+            f"TPS {totals.get('Tests', 0) / window_s:.1f}, mean {totals.get('Mean Test Time (ms)') or 0:.1f} ms")
+
+
+def execute(ctx: RunContext, client: ControlClient, console: Console) -> list[str]:
+    """Run every unfinished step; returns the reasons of the steps kept aside (the run went on)."""
+    steps = ctx.plan.steps(list(ctx.targets))
+    todo = [s for s in steps if not layout.is_finished(ctx.dir, s)]
+    _prepare(client)
+    calibrating = time.monotonic()
+    if "calibration" not in ctx.record and not ctx.plan.script:   # the client calibrated is scenario.py
+        watch = ConsoleWatch(client, {a.name for a in ctx.agents}, lambda *a: None)
+        ctx.record["calibration"] = calibration.calibrate_run(
+            ctx.dir, watch, ctx.plan, len(ctx.agents), ctx.fetchers, console.print,
+            took=lambda seconds: estimate.remember(calibration_s=seconds))
+        layout.write_json(ctx.dir / layout.RUN_FILE, ctx.record)
+    calibration_wall = time.monotonic() - calibrating
+    aside: list[str] = []
+    steps_wall = 0.0
+    with RunProgress(console, len(steps), len(steps) - len(todo)) as progress:
+        for step in todo:
+            progress.step(step.describe())
+            runner = StepRunner(ctx, client, progress.tick)
+            try:
+                folder = runner.execute(step)
+            except StepAside as e:
+                client = runner.client   # a console that came back has a new client
+                if e.stop_run:
+                    raise EsbperfError(f"step {step.describe()}: {e}; `esbperf run --resume {ctx.dir}` continues the "
+                                       "run once that is fixed") from None
+                progress.aside(str(e))
+                aside.append(f"{step.describe()}: {e}")
+                _prepare(client)
+                continue
+            record = layout.read_json(folder / layout.STEP_FILE)
+            steps_wall += record["wall_s"]
+            estimate.remember_step(record)
+            progress.finished(_summary_line(record))
+    if not aside:
+        ctx.record["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        layout.write_json(ctx.dir / layout.RUN_FILE, ctx.record)
+        if steps_wall:
+            estimate.remember(run_overhead_s=time.monotonic() - ctx.began - steps_wall - calibration_wall)
+    return aside
+
+
+def _check_restart(plan: plans.Plan, targets: dict[str, topology.Target],
+                   restart_esb: Callable[[str], int] | None) -> None:
+    if plan.restart == "per-step" and restart_esb is None and any(t.kind == "esb" for t in targets.values()):
+        raise EsbperfError(f"plan {plan.name} restarts the ESB before each step (restart: per-step), which needs the "
+                           "ESB started by esbperf's launcher (`esbperf demo`, or `esbperf testbed start`); none started it")
+
+
+def _context(run_dir: Path, plan: plans.Plan, testbed: topology.Testbed, targets: dict[str, topology.Target],
+             agents: list[Agent], local: collect.LocalAgents, connect: Callable[[], ControlClient],
+             record: dict, verify: bool, monitored: list[str], began: float,
+             restart_esb: Callable[[str], int] | None) -> RunContext:
+    # Agents on this machine, then those on hosts reached over ssh (`esbperf testbed start` put them there).
+    fetchers = [local, *ssh.agent_fetchers(testbed)]
+    return RunContext(run_dir, plan, testbed, targets, agents, fetchers, connect, record, verify, monitored, began,
+                      local.state_dirs, restart_esb)
+
+
+def _token_file(testbed: topology.Testbed, given: Path | None) -> Path | None:
+    """The console's token file: given, else $ESBPERF_CONSOLE_TOKEN decides, else the one the
+    launcher (`esbperf testbed start`) left, if it did."""
+    if given is None and not os.environ.get(TOKEN_ENV):
+        return hosts.console_token(testbed)
+    return given
+
+
+def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Testbed, out: Path,
+          verify: bool = True, console: Console | None = None,
+          local_state_dirs: Iterable[Path] = (), max_skew_ms: float = MAX_SKEW_MS,
+          token_file: Path | None = None, script: user_script.UserScript | None = None,
+          script_properties: Path | None = None, restart_esb: Callable[[str], int] | None = None) -> Path:
+    """Run `plan` against the target(s) into a new run folder under `out`; return that folder.
+
+    script: a user's own Grinder script (user_script.load) runs the steps instead of scenario.py;
+    the plan is then one loaded for it (plans.load(..., script=NAME)), and the scenario contract is
+    not verified (the script has its own checks). restart_esb: the launcher's restart of an ESB by
+    name, returning its new pid (a plan with `restart: per-step` needs it).
+
+    local_state_dirs: state folders of this machine's agents besides the default one (a launcher
+    that gave the client's services a state folder of their own). token_file: the console's token
+    (default: $ESBPERF_CONSOLE_TOKEN, or the token file of this state folder's console)."""
+    began = time.monotonic()
+    console = console or Console()
+    names = [target_names] if isinstance(target_names, str) else list(target_names)
+    if not names:
+        raise EsbperfError("give at least one --target")
+    targets = preflight.targets_of(testbed, names)
+    if bool(script) != bool(plan.script):
+        raise EsbperfError("a user's script needs a plan loaded for it, and such a plan needs its script")
+    verify = verify and not script
+    local = collect.LocalAgents([state_dir(), *local_state_dirs, *hosts.local_agent_states(testbed)])
+    token_file = _token_file(testbed, token_file)
+    restart_esb = restart_esb or hosts.esb_restarter(testbed, plan.restart)
+    _check_restart(plan, targets, restart_esb)
+    connect = lambda: control_client(testbed, token_file)   # noqa: E731 - re-read: a restarted console has a new token
+    client = connect()
+    agents = preflight.check(client, targets, plan, testbed, local, verify, console.print)
+    monitored = preflight.monitored_roles(testbed)
+    skews = preflight.clock_skews(testbed, monitored, max_skew_ms)
+    run_dir = layout.new_run_dir(out.resolve(), f"{plan.name}-{'+'.join(names)}-{time.strftime('%Y%m%d-%H%M%S')}")
+    record = _record(plan, targets, testbed, agents, client.version())
+    record["monitored_roles"] = monitored
+    record["samplers"] = preflight.monitor_samplers(testbed, monitored)
+    record["clock_skew"] = {"max_ms": max_skew_ms, "hosts": skews}
+    record["local_state_dirs"] = [str(d) for d in local.state_dirs]
+    if token_file:
+        record["console_token_file"] = str(token_file)   # where, for --resume; never the token
+    if script:
+        kept = user_script.keep(script, run_dir, script_properties)
+        record["script"] = kept.record()
+        _stage_script(record, kept, run_dir)
+    layout.write_json(run_dir / layout.RUN_FILE, record)
+    ctx = _context(run_dir, plan, testbed, targets, agents, local, connect, record, verify, monitored, began,
+                   restart_esb)
+    console.print(f"run {run_dir} — {len(plan.steps(names))} steps of {plan.step_seconds():g} s against "
+                  f"{', '.join(names)}; agents: {', '.join(f'{a.name} ({a.host})' for a in agents)}; "
+                  f"monitors: {', '.join(monitored) or 'none'}")
+    _execute_interruptibly(ctx, client, console)
+    return run_dir
+
+
+def resume(run_dir: Path, verify: bool = True, console: Console | None = None,
+           max_skew_ms: float = MAX_SKEW_MS, token_file: Path | None = None,
+           restart_esb: Callable[[str], int] | None = None) -> Path:
+    """Continue a run with its unfinished steps, using the plan and targets it recorded."""
+    began = time.monotonic()
+    console = console or Console()
+    run_dir = run_dir.resolve()
+    record = layout.read_json(run_dir / layout.RUN_FILE)
+    if record.get("layout") != LAYOUT:
+        raise EsbperfError(f"{run_dir} was made by an earlier esbperf (its step folders have no target level); "
+                           "finish it with that version, or start a new run")
+    plan = plans.Plan.from_dict(record["plan"], f"{run_dir / layout.RUN_FILE} (plan)")
+    if record.get("script"):
+        _stage_script(record, user_script.from_record(run_dir, record["script"]), run_dir)
+        verify = False
+    testbed = topology.load(record["testbed"]["file"])
+    targets = preflight.targets_of(testbed, [t["name"] for t in record["targets"]])
+    restart_esb = restart_esb or hosts.esb_restarter(testbed, plan.restart)
+    _check_restart(plan, targets, restart_esb)
+    local = collect.LocalAgents([state_dir(), *map(Path, record.get("local_state_dirs", [])),
+                                 *hosts.local_agent_states(testbed)])
+    if token_file is None and record.get("console_token_file"):
+        token_file = Path(record["console_token_file"])
+    token_file = _token_file(testbed, token_file)
+    connect = lambda: control_client(testbed, token_file)   # noqa: E731
+    client = connect()
+    agents = preflight.check(client, targets, plan, testbed, local, verify, console.print)
+    monitored = preflight.monitored_roles(testbed)
+    skews = preflight.clock_skews(testbed, monitored, max_skew_ms)
+    steps = plan.steps(list(targets))
+    done = sum(layout.is_finished(run_dir, s) for s in steps)
+    if done == len(steps):
+        console.print(f"{run_dir}: all {done} steps are already finished")
+        return run_dir
+    # What this resume found, recorded before its first step (a resume that stops early keeps it too).
+    record.setdefault("clock_skew_resumed", []).append({"max_ms": max_skew_ms, "hosts": skews})
+    record["agents"] = [{"name": a.name, "host": a.host} for a in agents]
+    record["restart"] = plan.restart
+    record["finished"] = None
+    layout.write_json(run_dir / layout.RUN_FILE, record)
+    ctx = _context(run_dir, plan, testbed, targets, agents, local, connect, record, verify, monitored, began,
+                   restart_esb)
+    console.print(f"resuming {run_dir}: {done} of {len(steps)} steps already finished")
+    _execute_interruptibly(ctx, client, console)
+    return run_dir
+
+
+def _stage_script(record: dict, script: user_script.UserScript, run_dir: Path) -> None:
+    """Put the run's script where the console distributes from (again on --resume: the staging
+    folder is not kept); run.json names it for the workers (esbperf.user.script)."""
+    record["script"]["staged"] = user_script.stage(script, ConsoleConfig.load().distribution_directory, run_dir.name)
+
+
+def _execute_interruptibly(ctx: RunContext, client: ControlClient, console: Console) -> None:
+    procs.raise_on_sigterm()
+    distribution = ConsoleConfig.load().distribution_directory
+    try:
+        try:
+            # Staged for this command only (before the console distributes); --resume stages again.
+            payloads.stage(ctx.plan.payload_files(), distribution, ctx.dir.name)
+            aside = execute(ctx, client, console)
+        finally:
+            payloads.unstage(distribution, ctx.dir.name)
+            if ctx.record.get("script"):
+                shutil.rmtree(distribution / Path(ctx.record["script"]["staged"]).parent, ignore_errors=True)
+    except KeyboardInterrupt:
+        try:
+            ctx.connect().stop_workers()
+        except EsbperfError:
+            pass
+        console.print(f"[yellow]interrupted[/yellow]: finished steps are kept in {ctx.dir}; "
+                      f"continue with `esbperf run --resume {ctx.dir}`")
+        raise
+    except OSError as e:
+        if e.errno == errno.ENOSPC:
+            raise EsbperfError(f"the results disk is full ({e.filename or ctx.dir}): every step finished before is "
+                               f"intact in {ctx.dir}; free some space and `esbperf run --resume {ctx.dir}`") from None
+        raise
+    if aside:
+        console.print(f"[yellow]{len(aside)} step(s) kept aside[/yellow] (their folders and reasons stay in "
+                      f"{ctx.dir}); `esbperf run --resume {ctx.dir}` repeats them")
+
+
+def dry_run(plan: plans.Plan, target_names: list[str], testbed: topology.Testbed, console: Console) -> estimate.Estimate:
+    """Print every step of the run and its estimated wall time; start nothing, contact nothing."""
+    targets = preflight.targets_of(testbed, target_names)
+    steps = plan.steps(list(targets))
+    agents = testbed.load_roles
+    guess = estimate.estimate(plan, steps)
+    table = Table(title=f"{plan.name} against {', '.join(targets)}: {len(steps)} steps "
+                        f"({plan.model} model, {len(agents)} load host(s): {', '.join(agents)})")
+    for column in ("#", "target", "scenario", "payload", "users" if plan.model == "closed" else "rate/s (threads)",
+                   "iteration", "processes × threads per agent", "estimated"):
+        table.add_column(column)
+    for n, (step, seconds) in enumerate(guess.steps, 1):
+        processes, threads = plan.processes_threads(step.users, len(agents))
+        load = str(step.users) if step.rate is None else f"{plans.rate_label(step.rate)} ({step.users})"
+        table.add_row(str(n), step.target, step.scenario, step.payload_label, load, str(step.iteration),
+                      f"{processes} × {threads}", estimate.duration(seconds))
+    console.print(table)
+    basis = (f"medians of the last {guess.measured_steps} steps measured on this machine"
+             if guess.measured_steps else "defaults: no step measured on this machine yet")
+    console.print(f"estimated wall time: {estimate.duration(guess.total_s)} ({estimate.duration(guess.run_overhead_s)} "
+                  f"for the run's preflight, then per step the warm-up {plan.warmup_s:g} s or longer while workers "
+                  f"start, the measurement {plan.duration_s:g} s, and the step's tail; {basis}). "
+                  "Plan and testbed are valid; nothing was started")
+    return guess

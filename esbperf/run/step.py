@@ -1,0 +1,380 @@
+"""One step of a run against the console, in named phases:
+
+    prepare   no agent joined or left; a fresh ESB when the plan restarts it per step; the
+              console's statistics zeroed
+    start     the workers of every agent, with the step's properties
+    warm-up   from the start signal, and at least half of it under load
+    measure   the measurement window, then the workers stopped
+    collect   every agent's logs home, checked whole; the console's totals, the monitors'
+              samples, the GC windows and the network faults of the window
+    check     enough threads loaded the target; a target that errs still answers
+
+Each phase's wall time is in step.json (`phases_s`). A step that did not measure what it should
+is never counted: it is kept aside whole, with the reason in its step.json, as
+`.failed-iter-<n>-<time>` (esbperf/results/layout.py), and `--resume` repeats it. What went wrong
+is a type (a StepProblem), and the type says whether the run can go on: a worker that died, or
+fewer threads than users, spoil this step only; an agent that left or joined, workers that do not
+stop, a console that does not come back, a target that no longer answers, or any error of the
+console or the network spoil what follows too, so the run stops there, resumably."""
+from __future__ import annotations
+
+import errno
+import http.client
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from esbperf.core import payloads, plan as plans, procs, roles
+from esbperf.core.errors import EsbperfError
+from esbperf.core.topology import Target, Testbed
+from esbperf.results import gclog, layout
+from esbperf.run import collect, environment, monitors, user_script
+from esbperf.run.problems import (AgentsChanged, ConsoleLost, Incomplete, StepAside, StepProblem, TargetDown,
+                                  Unexpected, WorkersHang)
+from esbperf.run.verify import verify_target
+from esbperf.run.workers import ConsoleWatch, Tick, now_ms
+from esbperf.services import jvm
+from esbperf.services.console import ControlClient, statistics
+
+STOP_WAIT_S = 30             # the workers' end after the stop signal
+CONSOLE_RETURN_S = 120       # how long a run waits for a console that stopped answering mid-step
+# Workers stop by themselves this long after a step's planned end, should the runner not stop them
+# (it died, or the console did: agents then come back only once their workers end). 2560 users
+# took 27 s to start on a 2-core client, and the warm-up waits for them.
+SAFETY_NET_S = 30
+TARGET_CHECK_TIMEOUT_S = 5
+RESTART_READY_S = 120       # an ESB's start on a busy 2-core machine can take a while
+
+
+# --- what a step shares with the run ----------------------------------------------------------
+
+@dataclass
+class Agent:
+    name: str
+    host: str            # the testbed role whose machine it runs on
+
+
+@dataclass
+class RunContext:
+    """What every step of a run shares."""
+
+    dir: Path
+    plan: plans.Plan
+    testbed: Testbed
+    targets: dict[str, Target]
+    agents: list[Agent]                  # the run's agents: any other that joins is refused
+    fetchers: list[collect.Fetcher]      # how each agent's logs come home
+    connect: Callable[[], ControlClient]   # a fresh client (a restarted console has a new token)
+    record: dict[str, Any] = field(default_factory=dict)   # run.json
+    verify: bool = True
+    monitored_roles: list[str] = field(default_factory=list)
+    began: float = field(default_factory=time.monotonic)   # when the command started (for the overhead)
+    state_dirs: list[Path] = field(default_factory=list)   # this machine's state folders (GC logs are there)
+    # A plan with `restart: per-step`: restarts the named ESB through its launcher, returns its new pid.
+    restart_esb: Callable[[str], int] | None = None
+
+
+def step_properties(ctx: RunContext, step: plans.Step, processes: int, threads: int, log_folder: str) -> dict:
+    """The worker properties of a step (the control API accepts only these and esbperf.*)."""
+    target, plan = ctx.targets[step.target], ctx.plan
+    properties: dict[str, Any] = {
+        "grinder.processes": processes,
+        "grinder.threads": threads,
+        "grinder.runs": 0,
+        # A safety net only: the runner stops the workers at the end of the measurement.
+        "grinder.duration": int((plan.step_seconds() + SAFETY_NET_S) * 1000),
+        # Relative: each agent resolves it under its own working folder, on its own machine.
+        "grinder.logDirectory": log_folder,
+        "esbperf.users": step.users,
+        "esbperf.scenario": step.scenario,
+        "esbperf.target.kind": target.kind,
+        "esbperf.payload.bytes": step.payload_bytes,
+        "esbperf.keepalive": str(plan.keepalive).lower(),
+        "esbperf.timeout.ms": int(plan.timeout_s * 1000),
+    }
+    if step.payload_file is not None:   # staged by the runner (esbperf/core/payloads.py)
+        properties["esbperf.payload.file"] = f"{payloads.STAGING}/{ctx.dir.name}/{step.payload_file.staged_name()}"
+        properties["esbperf.payload.check"] = plan.payload_check
+    if step.rate is not None:
+        # Arrivals per second of each worker process: the step's rate over all of them.
+        properties["esbperf.rate"] = step.rate / (processes * len(ctx.agents))
+    if target.kind == "esb":
+        properties["esbperf.target.url"] = target.url
+    for backend, url in target.backends.items():
+        properties[f"esbperf.backend.{backend}"] = url
+    script = ctx.record.get("script")
+    if script:   # a user's own script, run by the wrapper with its own settings (never over the runner's)
+        properties = {**script["properties"], **properties}
+        properties["grinder.script"] = user_script.WRAPPER
+        properties["esbperf.user.script"] = script["staged"]
+    return properties
+
+
+@dataclass
+class Attempt:
+    """One attempt at a step: its temporary folder and what is known of it so far."""
+
+    step: plans.Step
+    tmp: Path
+    log_folder: str
+    record: dict[str, Any]
+    workers: dict[str, collect.Worker] = field(default_factory=dict)
+    start_ms: int = 0
+    first_report_ms: int = 0
+    warmup_end_ms: int = 0
+    end_ms: int = 0
+    console_data: dict = field(default_factory=dict)
+    stopped: bool = False
+
+
+class StepRunner:
+    """Runs one step; reports progress through `on_tick(phase, seconds left, latest statistics)`."""
+
+    def __init__(self, ctx: RunContext, client: ControlClient, on_tick: Tick):
+        self.ctx = ctx
+        self.console = ConsoleWatch(client, {a.name for a in ctx.agents}, on_tick)
+        self.phases: dict[str, float] = {}
+
+    @property
+    def client(self) -> ControlClient:
+        """The console's client (a new one when the console came back after a restart)."""
+        return self.console.client
+
+    @contextmanager
+    def _phase(self, name: str) -> Iterator[None]:
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            self.phases[name] = round(self.phases.get(name, 0.0) + time.monotonic() - began, 3)
+
+    # --- the step ---------------------------------------------------------------------------
+
+    def execute(self, step: plans.Step) -> Path:
+        """Run the step; its finished folder, or StepAside."""
+        began = time.monotonic()
+        self.phases = {}
+        a = self._begin(step)
+        try:
+            try:
+                with self._phase("prepare"):
+                    self._prepare(a)
+                with self._phase("start"):
+                    self._start(a)
+                with self._phase("warmup"):
+                    self._warm_up(a)
+                with self._phase("measure"):
+                    self._measure(a)
+                with self._phase("stop"):
+                    self._stop(a)
+            finally:
+                if a.workers and not a.stopped:
+                    self.console.stop_quietly()
+            with self._phase("collect"):
+                problems = self._collect(a)
+            with self._phase("check"):
+                self._check(a, problems)
+        except ConsoleLost as problem:
+            self._bring_home(a)
+            back = self._await_console()
+            raise self._set_aside(a, ConsoleLost(f"the console stopped answering during the step ({problem.reason})"
+                                                 + ("" if back else f"; it did not come back within "
+                                                                    f"{CONSOLE_RETURN_S} s")), stop_run=not back)
+        except StepProblem as problem:
+            self._bring_home(a)
+            raise self._set_aside(a, problem)
+        except (EsbperfError, OSError, http.client.HTTPException) as e:
+            if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+                raise   # the run stops as a whole, with its own line (the disk is full)
+            self.console.stop_quietly()
+            self._bring_home(a)
+            raise self._set_aside(a, Unexpected(f"{type(e).__name__}: {e}" if not isinstance(e, EsbperfError)
+                                                else str(e))) from None
+        a.record["wall_s"] = round(time.monotonic() - began, 3)
+        a.record["phases_s"] = dict(self.phases)
+        return layout.finish_step(a.tmp, a.record)
+
+    def _begin(self, step: plans.Step) -> Attempt:
+        ctx, plan = self.ctx, self.ctx.plan
+        log_folder = collect.step_log_folder(ctx.dir.name, step.relative_dir(), str(now_ms()))
+        record: dict[str, Any] = {"scenario": step.scenario, "target": step.target,
+                                  "payload_bytes": step.payload_bytes, "payload_label": step.payload_label,
+                                  "users": step.users, "model": step.model, "rate": step.rate,
+                                  "iteration": step.iteration, "plan": plan.name, "log_folder": log_folder}
+        return Attempt(step, layout.begin_step(ctx.dir, step), log_folder, record)
+
+    def _prepare(self, a: Attempt) -> None:
+        self.console.require_agents()
+        if self.ctx.plan.restart == "per-step" and self.ctx.targets[a.step.target].kind == "esb":
+            a.record["esb_restart"] = self._restart_esb(a.step)
+
+    def _start(self, a: Attempt) -> None:
+        processes, threads = self.ctx.plan.processes_threads(a.step.users, len(self.ctx.agents))
+        a.record.update(processes=processes, threads=threads)
+        a.start_ms = now_ms()
+        properties = step_properties(self.ctx, a.step, processes, threads, a.log_folder)
+        a.workers = self.console.start(properties, processes * len(self.ctx.agents))
+
+    def _warm_up(self, a: Attempt) -> None:
+        """From the start signal (worker start-up included), but at least half of it under load,
+        after the workers' first report; then the console's statistics start from zero."""
+        plan = self.ctx.plan
+        a.first_report_ms = self.console.first_report(a.start_ms + int((plan.step_seconds() + 30) * 1000), a.workers)
+        a.warmup_end_ms = max(a.start_ms + int(plan.warmup_s * 1000), a.first_report_ms + int(plan.warmup_s * 500))
+        self.console.wait_until(a.warmup_end_ms, "warm-up", a.workers)
+        self.console.call(lambda: self.client.recording("zero"))
+        a.warmup_end_ms = now_ms()
+
+    def _measure(self, a: Attempt) -> None:
+        self.console.wait_until(a.warmup_end_ms + int(self.ctx.plan.duration_s * 1000), "measuring", a.workers)
+        a.console_data = self.console.call(self.client.data)
+        a.end_ms = now_ms()
+
+    def _stop(self, a: Attempt) -> None:
+        finished = self.console.stop(a.workers, STOP_WAIT_S)
+        a.stopped = True
+        if not finished:
+            raise WorkersHang(f"the workers did not stop within {STOP_WAIT_S} s of the stop signal")
+        self.console.require_agents()
+
+    def _collect(self, a: Attempt) -> list[str]:
+        """Everything the step left, into its folder; the problems found with the workers' logs."""
+        faults = self._network_faults(a.start_ms, a.end_ms)
+        if faults:
+            a.record["network_faults"] = faults
+        problems = self._bring_home(a)
+        layout.write_json(a.tmp / layout.CONSOLE_FILE, a.console_data)
+        logs = a.tmp / layout.LOGS
+        ctx, target = self.ctx, self.ctx.targets[a.step.target]
+        monitoring = self._collect_monitors(a)
+        a.record.update({
+            "agents": [{"name": agent.name, "host": agent.host} for agent in ctx.agents],
+            "workers": sorted(w.name for w in a.workers.values()),
+            "threads_seen": collect.threads_seen(logs, a.warmup_end_ms, a.end_ms),
+            "duration_s": ctx.plan.duration_s, "warmup_s": ctx.plan.warmup_s, "keepalive": ctx.plan.keepalive,
+            "timeout_s": ctx.plan.timeout_s,
+            "start_ms": a.start_ms, "first_report_ms": a.first_report_ms, "warmup_end_ms": a.warmup_end_ms,
+            "end_ms": a.end_ms,
+            "versions": {**ctx.record.get("versions", {}), "esb": target.esb, **environment.worker_versions(logs)},
+            "hosts": ctx.record.get("hosts", {}),
+            "target_urls": {"esb": target.url, **target.backends},
+            "gc_logs": self._collect_gc(a),
+            "monitors": monitoring.get("monitors", {}),
+            "console": a.console_data,
+        })
+        return problems
+
+    def _check(self, a: Attempt, problems: list[str]) -> None:
+        """Did the step measure what it should?"""
+        logs = a.tmp / layout.LOGS
+        died = [w for i, w in a.workers.items() if i in self.console.ended_early and collect.has_rows(logs, w)]
+        if died:
+            change = self.console.agent_left()
+            if change:
+                raise AgentsChanged(change)
+            problems += [f"worker {w.name} (agent {w.agent}) ended during the step while the others ran" for w in died]
+        if problems:
+            raise Incomplete(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+        threads_seen = a.record["threads_seen"]
+        if a.step.model == "closed" and threads_seen < a.step.users:
+            raise Incomplete(f"only {threads_seen} of {a.step.users} users' threads produced transactions in the "
+                             "measured window (a worker died, started late, or an agent dropped threads)")
+        errors = statistics(a.console_data).get("Errors") or 0
+        problem = self._target_problem(a.step) if errors and self.ctx.verify else None
+        if problem:
+            raise TargetDown(f"{errors} errors, and {problem}")
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    def _bring_home(self, a: Attempt) -> list[str]:
+        if not a.workers:
+            return []
+        return collect.bring_home(a.workers.values(), a.log_folder, a.tmp / layout.LOGS, self.ctx.fetchers)
+
+    def _set_aside(self, a: Attempt, problem: StepProblem, stop_run: bool | None = None) -> StepAside:
+        a.record["phases_s"] = dict(self.phases)
+        aside = layout.set_aside(a.tmp, {**a.record, "failed": problem.reason})
+        return StepAside(f"{problem.reason}; the step is kept aside in {aside.relative_to(self.ctx.dir)}",
+                         aside, problem.stops_run if stop_run is None else stop_run, problem)
+
+    def _await_console(self) -> bool:
+        """Wait for a console that stopped answering to answer again with the run's agents."""
+        deadline = time.monotonic() + CONSOLE_RETURN_S
+        while time.monotonic() < deadline:
+            self.console.on_tick("waiting for the console", deadline - time.monotonic(), {})
+            try:
+                self.console.client = self.ctx.connect()
+                if {a["name"] for a in self.client.agents()} >= self.console.expected:
+                    return True
+            except EsbperfError:
+                pass
+            time.sleep(1)
+        return False
+
+    def _restart_esb(self, step: plans.Step) -> dict:
+        """A fresh ESB process before the step (`restart: per-step`), ready once it passes verify
+        on the step's scenario (a port that answers is not yet an ESB that routes)."""
+        target = self.ctx.targets[step.target]
+        began = time.monotonic()
+        self.console.on_tick("restarting the ESB", 0, {})
+        try:
+            pid = self.ctx.restart_esb(target.esb)
+        except EsbperfError as e:
+            raise TargetDown(f"the ESB {target.esb} did not restart: {e}") from None
+        problem = "not checked"
+        while time.monotonic() - began < RESTART_READY_S:
+            if self.ctx.plan.script:   # the contract's checks are scenario.py's: a port that answers
+                problem = None if procs.port_open(*target.address) else "not answering"
+            else:
+                problem = self._target_problem(step)
+            if problem is None:
+                return {"pid": pid, "ready_s": round(time.monotonic() - began, 2)}
+            time.sleep(0.5)
+        raise TargetDown(f"the ESB {target.esb} restarted (pid {pid}) but did not pass verify within "
+                         f"{RESTART_READY_S} s: {problem}")
+
+    def _target_problem(self, step: plans.Step) -> str | None:
+        """After a step with errors: does the target still answer the step's scenario? Errors from
+        an overloaded but working target are results; from a dead back end or ESB they are not."""
+        try:
+            outcomes = verify_target(self.ctx.testbed, step.target, [step.scenario], size=1024,
+                                     timeout=min(self.ctx.plan.timeout_s, TARGET_CHECK_TIMEOUT_S))
+        except (OSError, http.client.HTTPException) as e:   # an answer cut off: it does not answer right
+            return f"target {step.target} no longer answers: {type(e).__name__}: {e}"
+        failed = [o for o in outcomes if not o.ok]
+        if not failed:
+            return None
+        return f"target {step.target} no longer answers: {failed[0].url}: {failed[0].detail}"
+
+    def _collect_gc(self, a: Attempt) -> dict[str, str]:
+        """Keep the step's window of the ESB's and echoes' GC logs (gc-<role>.log) for those that run
+        on this machine: a service started in state folder S on port P logs to
+        S/esb/<esb>-<P>/gc.log or S/echo/<wsN>-<P>/gc.log (esbperf/services/jvm.py). Returns role ->
+        log used."""
+        testbed, target = self.ctx.testbed, self.ctx.targets[a.step.target]
+        services = {ws: Path("echo") / f"{ws}-{testbed.hosts[ws].echo_port}" for ws in roles.BACKENDS}
+        if target.kind == "esb":
+            services[roles.ESB] = Path("esb") / f"{target.esb}-{testbed.hosts[roles.ESB].esb_ports[target.esb]}"
+        found = {}
+        for role, folder in services.items():
+            for state in self.ctx.state_dirs:
+                log = jvm.log_path(state / folder)
+                if gclog.save_window(log, a.start_ms, a.end_ms, layout.gc_file(a.tmp, role)):
+                    found[role] = str(log)
+                    break
+        return found
+
+    def _network_faults(self, start_ms: int, end_ms: int) -> list[dict]:
+        """The faults emulated on the testbed's links (`esbperf testbed fault`) during the step."""
+        if not self.ctx.testbed.emulated:
+            return []
+        from esbperf.testbed import fault
+        return fault.during(self.ctx.testbed, start_ms, end_ms)
+
+    def _collect_monitors(self, a: Attempt) -> dict:
+        if not self.ctx.monitored_roles:
+            return {}
+        return monitors.collect_step(self.ctx.testbed, a.tmp, a.start_ms, a.warmup_end_ms, a.end_ms,
+                                     roles=self.ctx.monitored_roles)

@@ -1,0 +1,61 @@
+"""Heap and garbage-collection options of the JVMs esbperf starts for a test (the ESBs and the
+echo back ends).
+
+Each such JVM logs its collections with unified JVM logging (`-Xlog`, JDK 9+) to `gc.log` in its
+state folder, rotated and bounded: the current file plus FILE_COUNT archived ones (`gc.log.0` …),
+each rotated at FILE_SIZE; a restarted JVM archives the previous file first. Every line starts
+with its decorators, among them the wall clock in ms since the epoch (`timemillis`), which is how
+a step's window is cut out of it (esbperf/results/gclog.py).
+
+The collector is named (G1) rather than left to the JVM: JDK 17 picks Serial on a machine, or a
+CPU set, of one CPU (an emulated host pinned to one core), and results would change collector
+with the pinning."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from esbperf.core.errors import EsbperfError
+
+LOG_NAME = "gc.log"
+FILE_COUNT = 5             # archived files besides the current one
+FILE_SIZE = "20m"          # at most (1 + FILE_COUNT) × 20 MB per JVM: hours of collections under load
+COLLECTOR = "-XX:+UseG1GC"
+# ISO time for people; ms since the epoch to cut windows; uptime to see a restart.
+DECORATORS = "time,timemillis,uptimemillis,level,tags"
+# The leading decorators of a line, up to the wall clock: the first `[<ms since the epoch>ms]`
+# (uptimemillis comes after it; 12+ digits is any time after 2001).
+_HEAP = re.compile(r"[1-9][0-9]*[kKmMgG]")
+
+
+def log_path(workdir: Path) -> Path:
+    """Where a service started in `workdir` (its state folder) logs its collections."""
+    return Path(workdir).absolute() / LOG_NAME
+
+
+def heap_option(heap: str, what: str) -> str:
+    """-Xmx for a heap limit like 512m or 2g; a clear error otherwise."""
+    if not _HEAP.fullmatch(heap or ""):
+        raise EsbperfError(f"{what} heap must look like 512m or 2g, got {heap!r}")
+    return f"-Xmx{heap}"
+
+
+def jvm_options(log: Path, *, file_count: int = FILE_COUNT, file_size: str = FILE_SIZE) -> list[str]:
+    """The collector and GC logging options of a JVM that logs to `log` (made absolute: the JVM
+    runs in a folder of its own). The rotation is bounded: `file_count` archived files, each
+    rotated at `file_size`."""
+    text = str(Path(log).absolute())
+    # -Xlog reads '"' as its quoting and expands %p and %t in file names.
+    if any(c in text for c in '"%\n'):
+        raise EsbperfError(f"{text}: a GC log path cannot hold '\"', '%' or a line break (JVM -Xlog syntax); "
+                           "choose another state folder (ESBPERF_STATE)")
+    return [COLLECTOR, f'-Xlog:gc:file="{text}":{DECORATORS}:filecount={file_count},filesize={file_size}']
+
+
+def mention(service_log: Path, log: Path) -> None:
+    """Say in a service's own log where its GC log is, for a person reading it."""
+    service_log.parent.mkdir(parents=True, exist_ok=True)
+    with open(service_log, "a", encoding="utf-8") as out:
+        out.write(f"esbperf: GC log {log} (rotated to {log.name}.0 to {log.name}.{FILE_COUNT - 1})\n")
+
+

@@ -1,0 +1,86 @@
+"""The package's layout holds: each layer imports only those below it (esbperf/__init__.py), and
+the facts that used to be written in several places are written once."""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+# layer -> the layers it may import (besides itself)
+ALLOWED = {
+    "core": set(),
+    "results": {"core"},
+    "services": {"core"},
+    "testbed": {"core", "services"},
+    "run": {"core", "results", "services", "testbed"},
+    "analysis": {"core", "results"},
+    "cli": {"core", "results", "services", "testbed", "run", "analysis"},
+}
+
+
+def modules() -> list[tuple[str, Path]]:
+    """(layer, file) of every module of the package."""
+    found = [("analysis", p) for p in sorted((ROOT / "analysis").glob("*.py"))]
+    for layer in ALLOWED:
+        if layer != "analysis":
+            found += [(layer, p) for p in sorted((ROOT / "esbperf" / layer).glob("*.py"))]
+    return found
+
+
+def imported_layers(path: Path) -> set[str]:
+    layers = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "esbperf" and len(parts) > 1 and parts[1] in ALLOWED:
+                layers.add(parts[1])
+    return layers
+
+
+@pytest.mark.parametrize("layer, path", modules(), ids=lambda v: str(v.relative_to(ROOT)) if isinstance(v, Path) else v)
+def test_each_layer_imports_only_those_below_it(layer, path):
+    wrong = imported_layers(path) - ALLOWED[layer] - {layer}
+    assert not wrong, f"{path.relative_to(ROOT)} ({layer}) imports {sorted(wrong)}"
+
+
+def test_the_package_holds_only_its_layers():
+    top = sorted(p.name for p in (ROOT / "esbperf").iterdir() if not p.name.startswith((".", "__pycache__")))
+    assert top == sorted(["__init__.py", "__main__.py", *(layer for layer in ALLOWED if layer != "analysis")])
+
+
+def python_sources() -> list[Path]:
+    return [p for _, p in modules()]
+
+
+def test_roles_are_defined_once():
+    """The back ends' names, the fixed roles and the load-host pattern live in core/roles.py (the
+    back ends read from the contract); no other module writes them again."""
+    repeated = re.compile(r"""["']ws1["']\s*,\s*["']ws2["']\s*,\s*["']ws3["']|load\(\[2-9\]|["']client["']\s*,\s*["']esb["']""")
+    offenders = [str(p.relative_to(ROOT)) for p in python_sources()
+                 if p.name != "roles.py" and repeated.search(p.read_text())]
+    assert offenders == []
+
+
+def test_one_data_log_reader_and_one_percentile():
+    """Data logs are read by results/datalog.py and percentiles ranked by results/histogram.py alone."""
+    offenders = [str(p.relative_to(ROOT)) for p in python_sources()
+                 if p.name not in ("datalog.py", "histogram.py")
+                 and re.search(r"def (read_columns|percentile|nearest_rank)\b", p.read_text())]
+    assert offenders == []
+
+
+def test_the_worker_property_list_is_one_file_both_sides_read():
+    from esbperf.run import user_script
+    java = (ROOT / "console-config/control-api/src/main/java/esbperf/console/WorkerProperties.java").read_text()
+    assert "worker-properties.txt" in java and "grinder.sleepTimeFactor" not in java
+    passed, by_runner = user_script.allowed_properties()
+    assert "grinder.sleepTimeFactor" in passed and "grinder.threads" in by_runner
+    assert not any(name.startswith("grinder.jvm") for name in passed | by_runner)
