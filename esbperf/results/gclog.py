@@ -16,6 +16,8 @@ from pathlib import Path
 
 from esbperf.core.errors import EsbperfError
 
+# The leading decorators of a line, up to the wall clock: the first `[<ms since the epoch>ms]`
+# (uptimemillis comes after it; 12+ digits is any time after 2001).
 _WALL_CLOCK = re.compile(rb"(?:\[[^\]\n]*\])*?\[(\d{12,})ms\]")
 # File times are coarser than the JVM's clock (kernel ticks): a file is skipped only when it was
 # last written this long before a window.

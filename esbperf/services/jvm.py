@@ -23,8 +23,6 @@ FILE_SIZE = "20m"          # at most (1 + FILE_COUNT) × 20 MB per JVM: hours of
 COLLECTOR = "-XX:+UseG1GC"
 # ISO time for people; ms since the epoch to cut windows; uptime to see a restart.
 DECORATORS = "time,timemillis,uptimemillis,level,tags"
-# The leading decorators of a line, up to the wall clock: the first `[<ms since the epoch>ms]`
-# (uptimemillis comes after it; 12+ digits is any time after 2001).
 _HEAP = re.compile(r"[1-9][0-9]*[kKmMgG]")
 
 
