@@ -1,13 +1,15 @@
 """Is a host the bottleneck of a step? One rule, applied to each step's monitor files
 (esbperf/analysis/monitor.py); docs/monitoring.md explains it.
 
-- CPU: `cpu.total` samples taken in the measurement window.
+- A sample stamped t covers the second before t, so the samples of a measurement window
+  (start, end] are those stamped in it: one stamped at its start covers the warm-up's last second.
+- CPU: `cpu.total` samples stamped in the window.
 - Network: ONE interface per direction counts: the host's test-network interface when the
   testbed names it (`hosts.<role>.interface`), otherwise the interface that carried the most
   bytes in that direction during the window. Interfaces are never added up: a bridge and the
   link under it (br0 over eth0) count the same bytes twice. Loopback never counts.
 - A rate is a counter's increase between two consecutive samples over their time apart; an
-  interval counts when its later sample lies in the window; a decrease (the counter was reset)
+  interval counts when its later sample is stamped in the window; a decrease (the counter was reset)
   leaves that interval out. The mean rate is the bytes of the counted intervals over their time.
 - A resource is a bottleneck when it stays above THRESHOLD_PERCENT for SUSTAIN_SAMPLES
   consecutive samples, or when its mean over the window is above it."""
@@ -49,16 +51,23 @@ class HostLoad:
         return 100.0 * max(self.rx.mbit, self.tx.mbit) / self.link_mbit
 
 
-def _intervals(points: list[Point], measure_ms: int) -> list[tuple[int, int, float]]:
+def in_window(t: int, measure_ms: int, end_ms: int | None) -> bool:
+    """Whether a sample stamped t belongs to the window (measure_ms, end_ms] (no end: open)."""
+    return t > measure_ms and (end_ms is None or t <= end_ms)
+
+
+def _intervals(points: list[Point], measure_ms: int, end_ms: int | None) -> list[tuple[int, int, float]]:
     """(end ms, length ms, bytes) of each interval between consecutive samples ending in the window."""
     points = sorted(points)
     return [(t1, t1 - t0, v1 - v0) for (t0, v0), (t1, v1) in zip(points, points[1:])
-            if t1 >= measure_ms and t1 > t0 and v1 >= v0]
+            if in_window(t1, measure_ms, end_ms) and t1 > t0 and v1 >= v0]
 
 
-def counted_link(counters: dict[str, list[Point]], measure_ms: int, interface: str | None = None) -> Link:
+def counted_link(counters: dict[str, list[Point]], measure_ms: int, interface: str | None = None,
+                 end_ms: int | None = None) -> Link:
     """The counted interface of one direction (see the module's rule) and its rates."""
-    intervals = {name: _intervals(points, measure_ms) for name, points in counters.items() if name != LOOPBACK}
+    intervals = {name: _intervals(points, measure_ms, end_ms) for name, points in counters.items()
+                 if name != LOOPBACK}
     intervals = {name: found for name, found in intervals.items() if found}
     if not intervals:
         return Link()
@@ -79,19 +88,20 @@ def _judge(role: str, resource: str, percents: list[float], mean: float) -> dict
 
 
 def assess(role: str, cpu: list[Point], rx: dict[str, list[Point]], tx: dict[str, list[Point]],
-           measure_ms: int, link_mbit: float | None = None, interface: str | None = None) -> HostLoad:
-    """A host's CPU and network over the measurement window (from `measure_ms` on) and its
+           measure_ms: int, link_mbit: float | None = None, interface: str | None = None,
+           end_ms: int | None = None) -> HostLoad:
+    """A host's CPU and network over the measurement window (measure_ms, end_ms] and its
     bottlenecks. `cpu`: (time, cpu.total %) samples; `rx`/`tx`: per interface (time, cumulative
     bytes) samples, those of the warm-up included (the first interval of the window needs one)."""
     load = HostLoad(role, link_mbit=link_mbit if link_mbit and link_mbit > 0 else None)
-    cpu_values = [v for t, v in sorted(cpu) if t >= measure_ms]
+    cpu_values = [v for t, v in sorted(cpu) if in_window(t, measure_ms, end_ms)]
     if cpu_values:
         load.cpu_mean, load.cpu_max = sum(cpu_values) / len(cpu_values), max(cpu_values)
         verdict = _judge(role, "cpu", cpu_values, load.cpu_mean)
         if verdict:
             load.bottlenecks.append(verdict)
-    load.rx = counted_link(rx, measure_ms, interface)
-    load.tx = counted_link(tx, measure_ms, interface)
+    load.rx = counted_link(rx, measure_ms, interface, end_ms)
+    load.tx = counted_link(tx, measure_ms, interface, end_ms)
     if load.link_mbit:
         for direction, link in (("rx", load.rx), ("tx", load.tx)):
             if link.series:

@@ -37,9 +37,9 @@ class HostStats:
 
 
 def host_stats(path: Path, role: str, link_mbit: float | None = None, measure_ms: int | None = None,
-               interface: str | None = None) -> HostStats:
-    """A host's figures over the measurement window, which starts at `measure_ms` (default: the
-    first sample of the `measure` phase)."""
+               interface: str | None = None, end_ms: int | None = None) -> HostStats:
+    """A host's figures over the measurement window (measure_ms, end_ms]: the samples stamped in it
+    (analysis/bottleneck.py). Without the times, the samples the runner marked `measure`."""
     stats = HostStats(role)
     header, complete = read_header(path)
     if header is None:
@@ -63,21 +63,22 @@ def host_stats(path: Path, role: str, link_mbit: float | None = None, measure_ms
     rows = rows.filter(~bad)
     measured = rows.filter(pl.col("phase") == "measure")
     if measure_ms is None:
-        measure_ms = measured["time_ms"].min() if measured.height else 0
+        measure_ms = measured["time_ms"].min() - 1 if measured.height else 0
+    stamped_in = (pl.col("time_ms") > measure_ms) & (pl.lit(end_ms is None) | (pl.col("time_ms") <= (end_ms or 0)))
 
     # Several processes may match one watch (or several watches): their sum per reading.
-    proc = (measured.filter(pl.col("metric") == "proc.cpu").group_by("time_ms")
+    proc = (rows.filter((pl.col("metric") == "proc.cpu") & stamped_in).group_by("time_ms")
             .agg(pl.col("value").sum())["value"])
     if len(proc):
         stats.proc_cpu_mean, stats.proc_cpu_max = proc.mean(), proc.max()
     stats.gap_ms = measured.filter(pl.col("metric") == "gap")["value"].sum()
 
-    cpu = measured.filter(pl.col("metric") == "cpu.total").select("time_ms", "value").rows()
+    cpu = rows.filter(pl.col("metric") == "cpu.total").select("time_ms", "value").rows()
     counters: dict[str, dict[str, list]] = {"rx": {}, "tx": {}}
     net = rows.filter(pl.col("metric").is_in(["net.rx_bytes", "net.tx_bytes"]))
     for t, metric, subject, value in net.select("time_ms", "metric", "subject", "value").iter_rows():
         counters[metric[4:6]].setdefault(subject or "", []).append((t, value))
-    load = bottleneck.assess(role, cpu, counters["rx"], counters["tx"], measure_ms, link_mbit, interface)
+    load = bottleneck.assess(role, cpu, counters["rx"], counters["tx"], measure_ms, link_mbit, interface, end_ms)
     stats.cpu_mean, stats.cpu_max = load.cpu_mean, load.cpu_max
     stats.rx_mbit, stats.tx_mbit, stats.link_percent = load.rx.mbit, load.tx.mbit, load.link_percent
     names = [n for n in dict.fromkeys((load.rx.interface, load.tx.interface)) if n]

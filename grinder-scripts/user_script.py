@@ -34,3 +34,10 @@ class TestRunner:
         if self.runner is None:
             grinder.stopThisWorkerThread()
         self.runner()
+
+    def __del__(self):
+        # Grinder calls a TestRunner's __del__ when its worker thread ends: the script's per-thread
+        # clean-up (closing connections, writing a summary) must run as it would without us.
+        cleanup = getattr(self.runner, "__del__", None)
+        if cleanup is not None:
+            cleanup()

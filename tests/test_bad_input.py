@@ -109,3 +109,34 @@ def test_the_command_line_says_one_line_and_exits_2(tmp_path, text):
     assert process.returncode == 2, process.stdout + process.stderr
     [line] = process.stderr.splitlines()
     assert line.startswith(f"esbperf: error: {path}"), line
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"users": [10, 10]}, r"users\[1\]: 10 is listed twice"),
+    ({"payloads": ["1KB", 1024]}, r"payloads\[1\]: 1KB \(1024 bytes\) is listed twice \(also as .*payloads\[0\]"),
+    ({"scenarios": ["proxy", "cbr", "proxy"]}, r"scenarios\[2\]: 'proxy' is listed twice"),
+    ({"rates": [50, 50.0], "users": [4]}, r"rates\[1\]: 50.0 is listed twice"),
+    ({"name": "../../x"}, r"field 'name' must be a plain name .* got '../../x'"),
+    ({"name": ".hidden"}, r"field 'name' must be a plain name"),
+    ({"name": "a/b"}, r"field 'name' must be a plain name"),
+])
+def test_a_plan_that_would_stop_midway_or_write_outside_out_is_refused_when_loaded(tmp_path, fields, message):
+    """A second copy of a step is measured, then refused ("already exists") halfway through a run;
+    a name with '/' or '..' puts the run folder outside --out (issue 23.7)."""
+    path = tmp_path / "twice.yaml"
+    path.write_text(yaml.safe_dump({**VALID_PLAN, **fields}))
+    with pytest.raises(EsbperfError, match=rf"^{path}: {message}") as e:
+        plans.load(path)
+    assert "\n" not in str(e.value)
+
+
+def test_a_plan_needing_more_worker_processes_than_agents_start_is_refused_by_a_dry_run(tmp_path):
+    path = tmp_path / "huge.yaml"
+    path.write_text(yaml.safe_dump({**VALID_PLAN, "users": [100_000_000]}))
+    process = subprocess.run([sys.executable, "-m", "esbperf", "run", "--plan", str(path), "--target", "direct",
+                              "--dry-run"], capture_output=True, text=True)
+    assert process.returncode == 2, process.stdout + process.stderr
+    [line] = process.stderr.splitlines()
+    assert line.startswith(f"esbperf: error: {path}: 100000000 users need 1000000 worker processes of 100 threads "
+                           "on each of the 1 load host(s)"), line
+    assert "at most 16 (agents/agent.yaml max_worker_processes)" in line

@@ -434,7 +434,7 @@ def test_a_saturated_link_is_a_bottleneck_and_loopback_is_not(veth_link, tmp_pat
 
 def test_the_verdict_rule():
     """Sustained (3 samples in a row) or mean above 85 % is a bottleneck; brief peaks are not."""
-    def cpu(*percents, start=10_000):
+    def cpu(*percents, start=11_000):   # the measurement starts at 10 000: its first sample is at 11 000
         return [(start + 1000 * i, "cpu.total", "", str(p)) for i, p in enumerate(percents)]
 
     def judge(samples, link=None):
@@ -459,6 +459,35 @@ def test_the_verdict_rule():
     assert rx["resource"] == "link-rx" and rx["sustained_percent"] == pytest.approx(90, abs=0.2)
     assert judge(busy_link, link=None) == []                                # capacity unknown
     assert judge(counter("net.rx_bytes", "lo", 5000), link=1000) == []       # loopback is no link
+
+
+def test_a_window_counts_the_samples_stamped_in_it_from_its_start_exclusive_to_its_end_inclusive(tmp_path):
+    """A sample stamped t covers the second before t: the one stamped at the measurement's start is
+    the warm-up's last second, the one stamped at its end the measurement's last (issue 23.5)."""
+    measure, end = 10_000, 15_000
+    samples = [(t, "cpu.total", "", "100" if t in (measure, end + 1000) else "10") for t in range(7_000, 17_000, 1000)]
+    points = [(t, float(v)) for t, _, _, v in samples]
+    load = bottleneck.assess("esb", points, {}, {}, measure, end_ms=end)
+    assert load.cpu_mean == 10 and load.cpu_max == 10, "the samples at the start and after the end are not the window's"
+    # The runner pulls through the end (the monitor's `to` is exclusive) and marks phases the same way.
+    pulled = []
+
+    def fake_pull(host, port, from_ms, to_ms):
+        pulled.append((from_ms, to_ms))
+        return [s for s in samples if from_ms <= s[0] < to_ms], None, 0, "sigar"
+    testbed = make_testbed(tmp_path / "testbed.yaml", {"esb": 17199})
+    original = monitors.pull
+    monitors.pull = fake_pull
+    try:
+        monitors.collect_step(testbed, tmp_path / "step", 7_000, measure, end, roles=["esb"])
+    finally:
+        monitors.pull = original
+    assert pulled == [(7_000, end + 1)]
+    rows = read_step_csv(tmp_path / "step" / "monitor-esb.csv")
+    measured = [int(r["time_ms"]) for r in rows if r["phase"] == "measure"]
+    assert measured == list(range(measure + 1000, end + 1, 1000))
+    stats = host_stats(tmp_path / "step" / "monitor-esb.csv", "esb", None, measure, None, end)
+    assert stats.cpu_mean == 10
 
 
 def test_without_sigars_library_the_monitor_says_so_in_one_line_and_samples_through_oshi(tmp_path, monkeypatch):

@@ -153,3 +153,30 @@ def test_a_run_through_camel_under_loss_and_a_partition_counts_errors_and_goes_o
     finally:
         fault.clear(testbed)
         group.stop_all()
+
+
+def test_a_fault_ends_with_its_links_down_and_a_fresh_up_starts_without_one(tmp_path, monkeypatch):
+    """A fault with no later "cleared" record (a killed partition, a `testbed down` without
+    `fault --clear`) is not on the links that replace its own: no later step is flagged (issue 23.4)."""
+    from esbperf import testbed as testbeds
+
+    monkeypatch.setenv("ESBPERF_STATE", str(tmp_path / "state"))
+    tb = topology.load(write_testbed(tmp_path / "faults.yaml"))
+    netns.down(tb)
+    try:
+        testbeds.up(tb)
+        fault.apply(tb, "ws1", fault.Fault(loss_percent=100))   # then killed: nothing clears it
+        on = int(time.time() * 1000)
+        time.sleep(0.05)
+        assert [f["host"] for f in fault.during(tb, on, on + 1)] == ["ws1"]
+        testbeds.down(tb)
+        time.sleep(0.05)
+        testbeds.up(tb)
+        time.sleep(0.05)
+        later = int(time.time() * 1000)
+        assert fault.active(tb) == {}, "the fresh links carry no fault"
+        assert fault.during(tb, later, later + 10_000) == [], "a step after the bring-up is not flagged"
+        [span] = fault.during(tb, on, later)
+        assert span["host"] == "ws1" and on - 1000 < span["from_ms"] <= on and span["to_ms"] < later
+    finally:
+        netns.down(tb)

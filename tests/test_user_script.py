@@ -44,6 +44,9 @@ class TestRunner:
         result = request1.POST(URL, ENVELOPE, HEADERS)
         if result.getStatusCode() != 200 or result.getText().find("7 hello thesis") < 0:
             grinder.statistics.forLastTest.success = 0
+
+    def __del__(self):   # per-thread clean-up, as Grinder calls it when a worker thread ends
+        grinder.logger.info("thesis script: thread %d cleaned up" % grinder.threadNumber)
 '''
 
 PROPERTIES = """\
@@ -131,6 +134,9 @@ def test_a_thesis_era_script_runs_through_the_runner_and_reports(grinder, echoes
     header, *rows = [line for log in (step_dir / "logs").glob("*-data.log") for line in log.read_text().splitlines()
                      if line][:2]
     assert "HTTP response code" in header, header
+    worker_logs = [log.read_text() for log in (step_dir / "logs").glob("*.log") if not log.name.endswith("-data.log")]
+    assert sum(text.count("thesis script: thread") for text in worker_logs) == 3, \
+        "the script's __del__ ran once per user's thread (issue 23.11)"
     summary = pl.read_csv(run_dir / "report" / "summary.csv")
     [row] = summary.rows(named=True)
     assert row["scenario"] == "thesis_echo" and row["users"] == 3 and row["transactions"] > 100

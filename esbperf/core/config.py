@@ -89,6 +89,7 @@ class AgentConfig:
     reconnect_seconds: int = 2
     agent_jvm_args: list[str] = field(default_factory=lambda: ["-Xmx256m"])
     worker_jvm_args: list[str] = field(default_factory=lambda: ["-Xmx1g"])
+    max_worker_processes: int = 16   # worker JVMs an agent starts for one step, at most
 
     @classmethod
     def load(cls, path: Path = AGENT_FILE) -> "AgentConfig":
@@ -98,8 +99,11 @@ class AgentConfig:
             reconnect_seconds=_take(data, path, "reconnect_seconds", int, d.reconnect_seconds),
             agent_jvm_args=_take(data, path, "agent_jvm_args", list, d.agent_jvm_args),
             worker_jvm_args=_take(data, path, "worker_jvm_args", list, d.worker_jvm_args),
+            max_worker_processes=_take(data, path, "max_worker_processes", int, d.max_worker_processes),
         )
-        _no_extra(data, path, ["reconnect_seconds", "agent_jvm_args", "worker_jvm_args"])
+        if cfg.max_worker_processes < 1:
+            raise EsbperfError(f"{path}: field 'max_worker_processes' must be at least 1, got {cfg.max_worker_processes}")
+        _no_extra(data, path, ["reconnect_seconds", "agent_jvm_args", "worker_jvm_args", "max_worker_processes"])
         return cfg
 
 

@@ -31,6 +31,8 @@ FIELDS = {
     "rates": "a list of arrival rates in requests per second (positive numbers): an open-model plan",
     "duration_s": "seconds measured per step (positive number)",
     "warmup_s": "seconds of warm-up before each step's measurement (number >= 0)",
+    "target_warmup_s": "seconds each target is loaded before its first step, so the first iteration does not "
+                       "measure a cold JVM (number >= 0; default 0)",
     "iterations": "how many times the whole plan runs (positive integer)",
     "keepalive": "true or false",
     "timeout_s": "seconds to wait for an answer (positive number)",
@@ -38,6 +40,8 @@ FIELDS = {
     "restart": "per-run (the ESB runs through the whole run) or per-step (restarted and verified before each step)",
 }
 RESTARTS = ("per-run", "per-step")
+# A plan's name becomes its run folder's: letters, digits, '.', '_', '-', not starting with '.'.
+NAME_RE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}$")
 
 
 def parse_size(value: Any) -> int:
@@ -135,6 +139,7 @@ class Plan:
     script: str = ""            # a user's own Grinder script runs the steps (its name is the scenario)
     restart: str = "per-run"    # per-step: a fresh ESB process for every step
     payload_check: str = ""     # how payload files' echoes are compared ("" without payload files)
+    target_warmup_s: float = 0  # each target loaded this long before its first step (esbperf/run/warmup.py)
     source: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -177,6 +182,18 @@ class Plan:
 
     def step_seconds(self) -> float:
         return self.warmup_s + self.duration_s
+
+    def check_agents(self, agents: int, max_processes: int, where: str) -> None:
+        """One line when a load level needs more worker processes per agent than an agent starts
+        (agents/agent.yaml `max_worker_processes`); `where` names the agents (for the message)."""
+        for users, _ in self.loads():
+            processes, threads = self.processes_threads(users, agents)
+            if processes > max_processes:
+                raise EsbperfError(
+                    f"{self.source or self.name}: {users} users need {processes} worker processes of {threads} threads "
+                    f"on each of {where}, and an agent starts at most {max_processes} (agents/agent.yaml "
+                    f"max_worker_processes): give fewer users, more threads per process (max_threads_per_process "
+                    f"{self.max_threads_per_process}), or more load hosts")
 
     def processes_threads(self, users: int, agents: int = 1) -> tuple[int, int]:
         """Worker processes and threads per agent for `users` concurrent users over `agents`:
@@ -283,6 +300,13 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
         if isinstance(r, bool) or not isinstance(r, (int, float)) or not r > 0 or r != r or r == float("inf"):
             raise EsbperfError(f"{source}: rates[{i}]: must be a positive number of requests per second, got {r!r}")
         rates.append(r)
+    # Each value is a step folder of its own: a second copy would be measured, then refused.
+    for name, values in (("scenarios", [] if script else scenario_list), ("users", users), ("rates", rates)):
+        _once(source, name, values)
+    name = data.get("name", Path(source).stem)
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        raise EsbperfError(f"{source}: field 'name' must be a plain name (letters, digits, '.', '_', '-', not "
+                           f"starting with '.', at most 100 characters; it names the run folder), got {name!r}")
     restart = data.get("restart", "per-run")
     if restart not in RESTARTS:
         fail("restart", restart)
@@ -290,7 +314,7 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
     if not isinstance(keepalive, bool):
         fail("keepalive", keepalive)
     return Plan(
-        name=str(data.get("name", Path(source).stem)),
+        name=name,
         description=str(data.get("description", "")),
         scenarios=list(scenario_list), payloads=payloads, users=users, rates=rates, script=script,
         duration_s=number("duration_s", None, 0),
@@ -301,6 +325,7 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
         max_threads_per_process=number("max_threads_per_process", 100, 1, integer=True),
         restart=restart,
         payload_check=payload_check,
+        target_warmup_s=number("target_warmup_s", 0, 0, strict=False),
         source=source,
     )
 
@@ -339,11 +364,20 @@ def _payloads(items: list, scenario_list: list[str], source: str, script: str) -
         return p if isinstance(p, int) else p.size
     for n, p in enumerate(out):
         for m, q in enumerate(out[:n]):
-            if isinstance(p, int) and isinstance(q, int):
-                continue
+            if isinstance(p, int) and isinstance(q, int) and p == q:
+                raise EsbperfError(f"{fields[n]}: {size_label(p)} ({p} bytes) is listed twice (also as {fields[m]}; "
+                                   "each payload is a step of its own: list it once)")
             if label(p) == label(q) or size(p) == size(q):
                 same = f"label {label(p)}" if label(p) == label(q) else f"size {size(p)} bytes"
                 raise EsbperfError(f"{fields[n]}: {getattr(p, 'path', label(p))} has the {same} of "
                                    f"{getattr(q, 'path', label(q))} ({fields[m]}); each payload needs its own "
                                    "label (its step folders) and size (the analysis's key)")
     return out
+
+
+def _once(source: str, field_name: str, values: list) -> None:
+    """One line naming a value listed twice."""
+    for i, value in enumerate(values):
+        if value in values[:i]:
+            raise EsbperfError(f"{source}: {field_name}[{i}]: {value!r} is listed twice (each value is a step of its "
+                               "own: list it once)")

@@ -52,7 +52,8 @@ def remember(**seconds: float) -> None:
 def remember_step(record: dict) -> None:
     """The start-up and tail of a finished step (its step.json)."""
     remember(startup_s=(record["first_report_ms"] - record["start_ms"]) / 1000,
-             tail_s=max(0.0, record["wall_s"] - (record["end_ms"] - record["start_ms"]) / 1000))
+             tail_s=max(0.0, record["wall_s"] - (record["end_ms"] - record["start_ms"]) / 1000
+                        - (record.get("phases_s") or {}).get("xcheck", 0.0)))
 
 
 def step_seconds(plan: Plan, startup_s: float, tail_s: float) -> float:
@@ -63,7 +64,7 @@ def step_seconds(plan: Plan, startup_s: float, tail_s: float) -> float:
 @dataclass
 class Estimate:
     steps: list[tuple[Step, float]]      # each step and its estimated seconds
-    run_overhead_s: float                # preflight, distribution and the client's calibration
+    run_overhead_s: float                # preflight, distribution, the client's calibration, targets' warm-up
     measured_steps: int                  # how many measured steps the overhead is the median of
 
     @property
@@ -76,6 +77,9 @@ def estimate(plan: Plan, steps: list[Step]) -> Estimate:
     median = {k: statistics.median(history[k]) if history.get(k) else v for k, v in DEFAULTS.items()}
     per_step = step_seconds(plan, median["startup_s"], median["tail_s"])
     per_run = median["run_overhead_s"] + len(plan.calibration_sizes()) * median["calibration_s"]
+    if plan.target_warmup_s:   # each target warmed up once, each scenario's workers started once
+        warmups = len({s.target for s in steps}) * (len(plan.scenarios) or 1)
+        per_run += len({s.target for s in steps}) * plan.target_warmup_s + warmups * median["startup_s"]
     return Estimate([(s, per_step) for s in steps], per_run, len(history.get("tail_s") or []))
 
 

@@ -8,6 +8,7 @@
     collect   every agent's logs home, checked whole; the console's totals, the monitors'
               samples, the GC windows and the network faults of the window
     check     enough threads loaded the target; a target that errs still answers
+    xcheck    with `--cross-check wrk`: wrk measures the same target and requests (crosscheck.py)
 
 Each phase's wall time is in step.json (`phases_s`). A step that did not measure what it should
 is never counted: it is kept aside whole, with the reason in its step.json, as
@@ -30,7 +31,7 @@ from esbperf.core import payloads, plan as plans, procs, roles
 from esbperf.core.errors import EsbperfError
 from esbperf.core.topology import Target, Testbed
 from esbperf.results import gclog, layout
-from esbperf.run import collect, environment, monitors, user_script
+from esbperf.run import collect, crosscheck, environment, monitors, user_script
 from esbperf.run.problems import (AgentsChanged, ConsoleLost, Incomplete, StepAside, StepProblem, TargetDown,
                                   Unexpected, WorkersHang)
 from esbperf.run.verify import verify_target
@@ -74,6 +75,7 @@ class RunContext:
     state_dirs: list[Path] = field(default_factory=list)   # this machine's state folders (GC logs are there)
     # A plan with `restart: per-step`: restarts the named ESB through its launcher, returns its new pid.
     restart_esb: Callable[[str], int] | None = None
+    cross_check: str | None = None       # after each step, an independent client measures it too (crosscheck.py)
 
 
 def step_properties(ctx: RunContext, step: plans.Step, processes: int, threads: int, log_folder: str) -> dict:
@@ -176,6 +178,9 @@ class StepRunner:
                 problems = self._collect(a)
             with self._phase("check"):
                 self._check(a, problems)
+            if self.ctx.cross_check:
+                with self._phase("xcheck"):
+                    a.record["xcheck"] = self._cross_check(a)
         except ConsoleLost as problem:
             self._bring_home(a)
             back = self._await_console()
@@ -285,6 +290,14 @@ class StepRunner:
         problem = self._target_problem(a.step) if errors and self.ctx.verify else None
         if problem:
             raise TargetDown(f"{errors} errors, and {problem}")
+
+    def _cross_check(self, a: Attempt) -> dict:
+        """wrk on the same target and requests, right after the step (esbperf/run/crosscheck.py)."""
+        self.console.on_tick("cross-checking with wrk", self.ctx.plan.duration_s, {})
+        step = a.step
+        return crosscheck.cross_check(self.ctx.testbed, self.ctx.targets[step.target], step, self.ctx.plan,
+                                      statistics(a.console_data).get("Errors") or 0, bool(self.ctx.record.get("script")),
+                                      step.payload_file.read() if step.payload_file else None)
 
     # --- helpers ----------------------------------------------------------------------------
 

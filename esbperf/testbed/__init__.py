@@ -43,8 +43,12 @@ def up(testbed: Testbed | str | Path | None = None) -> list[str]:
     """Bring the emulated testbed up (and, in its ssh mode, an OpenSSH server on each ssh host)."""
     from esbperf.testbed import netns, sshd
 
+    from esbperf.testbed import fault
+
     tb = load(testbed)
     done = netns.up(tb)
+    if any(change.startswith(("created veth", "created namespace")) for change in done):
+        fault.links_replaced(tb, "up")   # new links carry no fault
     try:
         done += sshd.up(tb)
     except BaseException:
@@ -57,9 +61,14 @@ def up(testbed: Testbed | str | Path | None = None) -> list[str]:
 def down(testbed: Testbed | str | Path | None = None) -> list[str]:
     from esbperf.testbed import netns, sshd
 
+    from esbperf.testbed import fault
+
     tb = load(testbed)
     netns.require_root("down")
-    return sshd.down(tb) + netns.down(tb)
+    done = sshd.down(tb) + netns.down(tb)
+    if done:
+        fault.links_replaced(tb, "down")   # the links, and any fault on them, are gone
+    return done
 
 
 def status(testbed: Testbed | str | Path | None = None) -> dict[str, Any]:

@@ -16,7 +16,9 @@ A partition drops every packet for its duration; TCP connections survive it if i
 
 Every fault put on or taken off is logged (JSON lines in the state folder, by testbed), so the
 runner can record in each step the faults that overlapped its window, including a partition that
-came and went in the middle of it.
+came and went in the middle of it. A fault lives on its link, so it ends when the link does: the
+testbed's `down` and a fresh `up` are logged too (`links_replaced`), and end every fault still
+open then — a killed partition or a `down` without a `fault --clear` leaves no fault behind.
 """
 from __future__ import annotations
 
@@ -73,6 +75,16 @@ def _record(testbed: Testbed, role: str, fault: Fault | None) -> None:
         os.fsync(f.fileno())
 
 
+def links_replaced(testbed: Testbed, what: str) -> None:
+    """Log that the testbed's links went (`down`) or were made afresh (`up`): no fault survives that."""
+    path = _log(testbed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        f.write(json.dumps({"time_ms": int(time.time() * 1000), "links": what}) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def during(testbed: Testbed, start_ms: int, end_ms: int) -> list[dict]:
     """The faults that were on some link at any moment of [start_ms, end_ms), from the log:
     [{host, description, loss_percent, delay_ms, jitter_ms, from_ms, to_ms (None: still on)}]."""
@@ -84,7 +96,12 @@ def during(testbed: Testbed, start_ms: int, end_ms: int) -> list[dict]:
     for line in lines:
         try:
             event = json.loads(line)
-            host, at = event["host"], int(event["time_ms"])
+            at = int(event["time_ms"])
+            if "links" in event:   # the links went or were replaced: every open fault ends
+                spans += [{**span, "to_ms": at} for span in open_.values()]
+                open_ = {}
+                continue
+            host = event["host"]
         except (ValueError, KeyError, TypeError):
             continue            # a line cut short by a kill
         if host in open_:

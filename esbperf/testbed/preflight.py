@@ -143,6 +143,46 @@ def clock_skew(address: str, port: int, timeout: float) -> tuple[float, float] |
     return best
 
 
+# Prints "ready", then the host's clock (ns since the epoch) for each line it reads: so the round
+# trip that brackets a reading is one exchange on an open connection, not ssh's log-in.
+CLOCK_SCRIPT = "echo ready; while read x; do date +%s%N; done"
+
+
+def ssh_clock_skew(testbed: Testbed, role: str, timeout: float = 15) -> tuple[float, float] | None:
+    """(skew, uncertainty) in ms of an ssh host's clock against ours (a load host with no monitor);
+    None when it cannot be read."""
+    from esbperf.testbed.ssh import Ssh
+
+    argv = Ssh(testbed, role).argv("sh -c " + shlex.quote(CLOCK_SCRIPT))
+    try:
+        shell = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                 text=True, bufsize=1)
+    except OSError:
+        return None
+    best = None
+    try:
+        deadline = time.monotonic() + timeout
+        if shell.stdout.readline().strip() != "ready" or time.monotonic() > deadline:
+            return None
+        for _ in range(SKEW_TRIES):
+            sent = time.time()
+            shell.stdin.write("\n")
+            shell.stdin.flush()
+            line = shell.stdout.readline().strip()
+            received = time.time()
+            if not line.isdigit():
+                return None
+            rtt = received - sent
+            if best is None or rtt < best[1]:
+                best = (int(line) / 1e6 - (sent + received) / 2 * 1000, rtt * 1000 / 2)
+    except OSError:
+        return None
+    finally:
+        shell.kill()
+        shell.wait()
+    return best
+
+
 # The facts script prints key=value lines; keys from the testbed's sysctl list are read from /proc.
 FACTS_SCRIPT = r"""
 echo "kernel=$(uname -sr)"

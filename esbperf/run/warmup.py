@@ -1,0 +1,83 @@
+"""A warm target before the first measured step: each target of a run is loaded for the plan's
+`target_warmup_s` before its first step, by the same workers and requests as its steps (the
+plan's scenarios in turn, at the first step's payload and users), so that iteration 1 does not
+measure a JVM that is still compiling the path. Nothing of it is measured; run.json records what
+was done (`target_warmup`). A target restarted before every step (`restart: per-step`) gets only
+each step's own warm-up: warming it before would warm a process that is about to go."""
+from __future__ import annotations
+
+import shutil
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable
+
+from esbperf.core import plan as plans
+from esbperf.core.errors import EsbperfError
+from esbperf.results import layout
+from esbperf.run import collect
+from esbperf.run.problems import StepProblem
+from esbperf.run.step import STOP_WAIT_S, RunContext, step_properties
+from esbperf.run.workers import ConsoleWatch, now_ms
+from esbperf.services.console import statistics
+
+FOLDER = ".warmup"   # the workers' logs come home here and are deleted: nothing of it is a result
+
+
+def first_steps(steps: list[plans.Step]) -> dict[str, plans.Step]:
+    """Each target's first step among `steps`, in run order."""
+    first: dict[str, plans.Step] = {}
+    for step in steps:
+        first.setdefault(step.target, step)
+    return first
+
+
+def warm_targets(ctx: RunContext, watch: ConsoleWatch, steps: list[plans.Step],
+                 echo: Callable[[str], None]) -> list[dict]:
+    """Load each target of `steps` before its first step; what was done, for run.json."""
+    plan = ctx.plan
+    if plan.target_warmup_s <= 0 or not steps:
+        return []
+    done = []
+    for target, first in first_steps(steps).items():
+        if plan.restart == "per-step" and ctx.targets[target].kind == "esb":
+            done.append({"target": target, "skipped": "restarted before every step (restart: per-step)"})
+            continue
+        scenarios = [first.scenario] if plan.script else plan.scenarios
+        share = plan.target_warmup_s / len(scenarios)
+        for scenario in scenarios:
+            began = time.monotonic()
+            try:
+                totals = _load(ctx, watch, replace(first, scenario=scenario), share, echo)
+            except StepProblem as e:
+                raise EsbperfError(f"warming target {target} up failed: {e.reason}; `esbperf run --resume {ctx.dir}` "
+                                   "tries again once that is fixed") from None
+            done.append({"target": target, "scenario": scenario, "payload": first.payload_label,
+                         "users": first.users, "seconds": round(time.monotonic() - began, 1),
+                         "transactions": totals.get("Tests") or 0, "errors": totals.get("Errors") or 0})
+            echo(f"warmed {target} up: {scenario} {first.payload_label} {first.users}u for {share:g} s, "
+                 f"{done[-1]['transactions']} transactions, {done[-1]['errors']} errors")
+    return done
+
+
+def _load(ctx: RunContext, watch: ConsoleWatch, step: plans.Step, seconds: float,
+          echo: Callable[[str], None]) -> dict:
+    """The workers of `step` for `seconds` after their first report; the console's totals."""
+    processes, threads = ctx.plan.processes_threads(step.users, len(ctx.agents))
+    log_folder = collect.step_log_folder(ctx.dir.name, Path("warmup") / step.target / step.scenario, str(now_ms()))
+    properties = step_properties(ctx, step, processes, threads, log_folder)
+    properties["grinder.duration"] = int((seconds + 60) * 1000)   # the safety net, should nobody stop them
+    start_ms = now_ms()
+    workers = watch.start(properties, processes * len(ctx.agents))
+    try:
+        first = watch.first_report(start_ms + 60_000, workers)
+        watch.wait_until(first + int(seconds * 1000), f"warming {step.target} up", workers)
+        totals = statistics(watch.call(watch.client.data))
+    finally:
+        watch.stop_quietly()
+    watch.call(lambda: watch.client.recording("stop"))
+    watch.call(lambda: watch.client.wait_workers_finished(set(workers), STOP_WAIT_S))
+    home = ctx.dir / FOLDER
+    collect.bring_home(workers.values(), log_folder, home / layout.LOGS, ctx.fetchers)
+    shutil.rmtree(home, ignore_errors=True)
+    return totals
