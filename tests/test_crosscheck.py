@@ -1,0 +1,63 @@
+"""Numbers an independent client confirms (issue 22), through the real console, agents and echo
+services: `--cross-check wrk` measures every closed-model step again with wrk and records it in
+step.json (the analysis sets it beside esbperf's figures); a step wrk cannot send is said so; each
+target is warmed up before its first step, and run.json records it."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from esbperf.core import plan as plans, topology
+from esbperf.run import runner
+from test_runner import write_plan
+
+pytestmark = pytest.mark.slow
+
+
+def step_records(run_dir) -> dict[str, dict]:
+    return {str(p.parent.relative_to(run_dir)): json.loads(p.read_text()) for p in run_dir.rglob("step.json")
+            if not any(part.startswith(".") for part in p.relative_to(run_dir).parts)}
+
+
+def test_cross_check_measures_each_closed_step_with_wrk_and_says_why_not_where_it_cannot(
+        grinder, echoes, testbed_file, tmp_path):
+    the_plan = plans.load(write_plan(tmp_path / "checked.yaml", scenarios=["proxy", "cbr"], users=[1, 2],
+                                     duration_s=2, warmup_s=1, target_warmup_s=2))
+    run_dir = runner.start(the_plan, "direct", topology.load(testbed_file), tmp_path / "results", cross_check="wrk")
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["cross_check"] == "wrk"
+    [warmed] = record["target_warmup"]
+    assert warmed["seconds"] == 2 and [(t["target"], t["scenario"]) for t in warmed["targets"]] == \
+        [("direct", "proxy"), ("direct", "cbr")]
+    assert all(t["transactions"] > 0 and t["errors"] == 0 for t in warmed["targets"]), warmed
+    steps = step_records(run_dir)
+    assert len(steps) == 4
+    for where, meta in steps.items():
+        xcheck = meta["xcheck"]
+        if "/cbr/" in where:   # the baseline's cbr goes to ws1, ws2 and ws3: three hosts
+            assert xcheck == {"skipped": xcheck["skipped"]} and "go to 3 hosts" in xcheck["skipped"], xcheck
+            continue
+        assert xcheck["tool"] == "wrk" and xcheck["connections"] == meta["users"], xcheck
+        assert xcheck["url"].endswith("/echo") and xcheck["errors"] == 0 and xcheck["tps"] > 10, xcheck
+        assert 0 < xcheck["p50_ms"] <= xcheck["p99_ms"] and xcheck["mean_ms"] > 0, xcheck
+        assert xcheck["started_ms"] >= meta["end_ms"], "wrk ran after the step, never beside it"
+        assert meta["phases_s"]["xcheck"] >= the_plan.duration_s
+
+
+def test_cross_check_leaves_open_model_steps_alone_and_a_missing_wrk_is_one_line(grinder, echoes, testbed_file,
+                                                                                 tmp_path, monkeypatch):
+    the_plan = plans.load(write_plan(tmp_path / "open.yaml", rates=[50], users=[4], duration_s=2, warmup_s=1))
+    run_dir = runner.start(the_plan, "direct", topology.load(testbed_file), tmp_path / "results", cross_check="wrk")
+    [meta] = step_records(run_dir).values()
+    assert meta["xcheck"] == {"skipped": meta["xcheck"]["skipped"]} and "open-model" in meta["xcheck"]["skipped"]
+
+    monkeypatch.setenv("PATH", str(tmp_path / "no-programs-here"))
+    out = subprocess.run([sys.executable, "-m", "esbperf", "run", "--plan", "smoke", "--target", "direct",
+                          "--testbed", str(testbed_file), "--cross-check", "wrk", "--out", str(tmp_path / "never")],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and out.stderr.strip() == \
+        "esbperf: error: --cross-check wrk: wrk is not installed (Debian: apt-get install -y wrk)", out.stderr
+    assert not (tmp_path / "never").exists()
