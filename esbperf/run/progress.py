@@ -66,6 +66,8 @@ class RunProgress:
             self._bar.advance(self._task)
 
     def print(self, text: str, style: str | None = None) -> None:
+        if self.console.quiet:
+            return
         if self.live:
             self.console.print(f"[{style}]{text}[/{style}]" if style else text, highlight=False)
         else:   # no colour codes, no wrapping: one event, one line
