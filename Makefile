@@ -31,12 +31,14 @@ build-and-test:
 	mvn -q -B package
 
 # Debian packages the tests use: ip/tc (emulated testbed), chromium (report check), OpenSSH's
-# client and server and rsync (the emulated testbed's ssh mode).
+# client and server and rsync (the emulated testbed's ssh mode), wrk (--cross-check wrk), nginx and
+# HAProxy (the floors). Installed packages are not started: esbperf starts its own, by pid.
 system-deps:
 	@command -v ip >/dev/null && command -v tc >/dev/null && command -v chromium >/dev/null \
-	  && command -v ssh >/dev/null && test -x /usr/sbin/sshd && command -v rsync >/dev/null || { \
+	  && command -v ssh >/dev/null && test -x /usr/sbin/sshd && command -v rsync >/dev/null \
+	  && command -v wrk >/dev/null && command -v nginx >/dev/null && command -v haproxy >/dev/null || { \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 chromium \
-	    openssh-client openssh-server rsync >/dev/null; }
+	    openssh-client openssh-server rsync wrk nginx haproxy >/dev/null; }
 
 clean:
 	mvn -q -B clean

@@ -419,7 +419,7 @@ def test_a_saturated_link_is_a_bottleneck_and_loopback_is_not(veth_link, tmp_pat
                 time.sleep(0.1)
         time.sleep(1.2)
         end = now_ms()
-        result = monitors.collect_step(testbed, tmp_path / "step", start, start + 1000, end)
+        monitors.collect_step(testbed, tmp_path / "step", start, start + 1000, end)
     finally:
         stop(mon, sink)
 

@@ -274,6 +274,21 @@ def test_a_target_that_does_not_answer_fails_preflight_with_its_address(lone_con
 
 
 @pytest.mark.slow
+def test_the_baseline_checks_only_the_back_ends_its_scenarios_use_and_names_a_missing_one(lone_console, echoes,
+                                                                                         tmp_path):
+    """`--target direct` on `proxy` needs ws1 alone: a ws2 that is down does not refuse it; on `cbr`
+    it does, naming ws2 (issue 27.4)."""
+    testbed = topology.load(write_testbed(tmp_path / "no-ws2.yaml", {**ECHO_PORTS, "ws2": 16096},
+                                          console_port=16472, api_port=16473))
+    token = console.token_file(tmp_path / "console")
+    with pytest.raises(EsbperfError, match=r"^no agent is connected"):   # past the back ends: ws2 was not asked
+        runner.start(plans.load(write_plan(tmp_path / "proxy.yaml")), "direct", testbed, tmp_path / "r", token_file=token)
+    with pytest.raises(EsbperfError, match=r"^target direct does not answer at http://127\.0\.0\.1:16096 \(back end ws2;"):
+        runner.start(plans.load(write_plan(tmp_path / "cbr.yaml", scenarios=["cbr"])), "direct", testbed,
+                     tmp_path / "r", token_file=token)
+
+
+@pytest.mark.slow
 def test_no_agent_connected_is_a_clear_message(lone_console, echoes, tmp_path):
     testbed, _ = lone_console
     with pytest.raises(EsbperfError, match=r"no agent is connected to the console at 127\.0\.0\.1:16472"):
@@ -376,3 +391,29 @@ def test_an_open_model_plan_keeps_its_schedule_and_the_run_records_its_calibrati
         window_s = (meta["end_ms"] - meta["warmup_end_ms"]) / 1000
         started = sum(1 for r in data_rows(folder) if meta["warmup_end_ms"] <= int(r[3]) < meta["end_ms"])
         assert started == pytest.approx(rate * window_s, rel=0.1), "the schedule was kept over both agents"
+
+
+def test_an_agent_hosts_clock_is_read_over_ssh_and_refused_when_off(tmp_path, monkeypatch):
+    """Agents stamp the data-log rows each step's window cuts: a load host with no monitor has its
+    clock read over ssh, and a clock off beyond the limit refuses the run (issue 23.6). The host's
+    ssh is a stand-in here (no second machine, and no clock of this machine may be moved): it runs
+    the command locally with a `date` 500 ms ahead."""
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    (remote / "date").write_text("#!/bin/sh\nnow=$(/bin/date +%s%N)\necho $((now + 500000000))\n")
+    (tmp_path / "ssh").write_text(f'#!/bin/sh\nfor last; do :; done\nPATH="{remote}:$PATH" exec sh -c "$last"\n')
+    for f in (remote / "date", tmp_path / "ssh"):
+        f.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    testbed_file = write_testbed(tmp_path / "loads.yaml", ECHO_PORTS)
+    data = yaml.safe_load(testbed_file.read_text())
+    data["hosts"]["load2"] = {"address": "198.18.250.2", "ssh": "tester@load2"}
+    testbed_file.write_text(yaml.safe_dump(data))
+    testbed = topology.load(testbed_file)
+    warnings = []
+    with pytest.raises(EsbperfError, match=r"^load2's clock is \+(4\d\d|5\d\d) ms off this machine's \(limit ±100 ms"):
+        preflight.clock_skews(testbed, [], 100, ["client", "load2"], warnings.append)
+    skews = preflight.clock_skews(testbed, [], 1000, ["client", "load2"], warnings.append)
+    assert skews["client"] == {"skew_ms": 0.0, "error_ms": 0.0, "how": "this machine's clock"}
+    assert skews["load2"]["how"] == "ssh" and skews["load2"]["skew_ms"] == pytest.approx(500, abs=60), skews
+    assert warnings == []

@@ -27,10 +27,11 @@ from esbperf import testbed as testbeds
 from esbperf.testbed import hosts, install, services
 from esbperf.core.config import state_dir
 from esbperf.core.errors import EsbperfError
-from esbperf.core.project import (CAMEL, CONTROL_API, GRINDER_HOME, HTTP_CLIENT, JAXWS_ECHO, MONITOR, SYNAPSE,
-                             ensure_built)
+from esbperf.core.project import CONTROL_API, GRINDER_HOME, HTTP_CLIENT, JAXWS_ECHO, MONITOR, ensure_built
+from esbperf.services.esb import JVM_MODULES
 
-ESB_MODULES = {"camel": CAMEL, "synapse": SYNAPSE}
+# The demo measures an ESB (the floors serve only some of its scenarios): name -> its Maven module.
+ESB_MODULES = JVM_MODULES
 DEMO_PLANS = ("demo-payload", "demo-concurrency", "demo-open")
 
 
@@ -102,7 +103,8 @@ def run_demo(testbed_name: str | Path, esb: str, out: Path, console: Console,
 @click.command()
 @click.option("--testbed", "testbed_name", metavar="NAME|FILE", default=None,
               help="Testbed (default: emulated when root, else local).")
-@click.option("--esb", default="camel", show_default=True, help="ESB under test: camel or synapse.")
+@click.option("--esb", default="camel", show_default=True,
+              help=f"ESB under test: {', '.join(ESB_MODULES)}.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results"), show_default=True,
               help="Folder that receives the demo's runs and report.")
 @click.option("--ssh", is_flag=True, help=f"Reach the hosts over ssh: the emulated testbed's ssh mode ({SSH_TESTBED}), "

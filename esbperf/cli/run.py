@@ -16,19 +16,19 @@ from rich.console import Console
 
 from esbperf.core import plan as plans, scenarios, topology
 from esbperf.core.errors import EsbperfError
-from esbperf.run import runner, user_script
+from esbperf.run import crosscheck, runner, user_script
 from esbperf.run.preflight import MAX_SKEW_MS
 
 REPORT_FAILED = 3
 
 # Which options each mode takes (the flags every mode takes are not listed).
-NEW_RUN = {"plan_name", "target_names", "only", "out", "testbed_name", "dry_run"}
+NEW_RUN = {"plan_name", "target_names", "only", "out", "testbed_name", "dry_run", "cross_check"}
 SCRIPT_RUN = {"plan_name", "target_names", "out", "testbed_name", "dry_run", "script_file", "properties_file"}
 RESUME = {"resume_dir"}
 COMMON = {"no_verify", "report", "max_skew_ms", "token_file"}
 OPTION_NAMES = {"plan_name": "--plan", "target_names": "--target", "only": "--scenario", "out": "--out",
                 "testbed_name": "--testbed", "resume_dir": "--resume", "dry_run": "--dry-run",
-                "script_file": "--script", "properties_file": "--properties"}
+                "script_file": "--script", "properties_file": "--properties", "cross_check": "--cross-check"}
 DEFAULTS = {"out": Path("results")}
 # Why a mode refuses an option: for the option, or for the mode as a whole.
 WHY_NOT = {
@@ -118,6 +118,9 @@ def _report(folder: Path) -> int:
 @click.option("--script", "script_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Run this Grinder 3 Jython script (your own) instead of esbperf's scenarios; the plan "
                    "gives users, durations and iterations, no scenarios.")
+@click.option("--cross-check", "cross_check", type=click.Choice(crosscheck.TOOLS),
+              help="After each closed-model step, measure the same target, requests and users with this "
+                   "independent client too; summary.csv and the report set its figures beside esbperf's.")
 @click.option("--properties", "properties_file", type=click.Path(dir_okay=False, path_type=Path),
               help="The script's grinder.properties: the settings that shape its load (sleep factors, ramp-up).")
 def run(**options) -> int:
@@ -135,6 +138,7 @@ def run(**options) -> int:
             return 0
         folder = runner.start(plan, list(options["target_names"]), testbed, options["out"], verify=verify,
                               max_skew_ms=skew, token_file=token, script=script,
-                              script_properties=options["properties_file"], console=console())
+                              script_properties=options["properties_file"], console=console(),
+                              cross_check=options["cross_check"])
     click.echo(f"results: {folder}")
     return _report(folder) if options["report"] else 0

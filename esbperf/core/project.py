@@ -62,8 +62,9 @@ MONITOR = Module("agents/monitor", "monitor")
 JAXWS_ECHO = Module("jaxws-echo", "jaxws-echo")
 CAMEL = Module("esb-projects/camel", "esb-camel")
 SYNAPSE = Module("esb-projects/synapse", "esb-synapse")
+SPRING_INTEGRATION = Module("esb-projects/spring-integration", "esb-spring-integration")
 
-ALL_MODULES = [GRINDER_HOME, CONTROL_API, HTTP_CLIENT, MONITOR, JAXWS_ECHO, CAMEL, SYNAPSE]
+ALL_MODULES = [GRINDER_HOME, CONTROL_API, HTTP_CLIENT, MONITOR, JAXWS_ECHO, CAMEL, SYNAPSE, SPRING_INTEGRATION]
 
 CONSOLE_CONFIG = ROOT / "console-config"
 GRINDER_SCRIPTS = ROOT / "grinder-scripts"

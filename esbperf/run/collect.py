@@ -125,9 +125,3 @@ def require_complete(problems: list[str]) -> None:
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         raise EsbperfError(problems[0] + more)
-
-
-def threads_seen(folder: Path, start_ms: int, end_ms: int) -> int:
-    """Distinct worker threads (data log, Thread) with a transaction started in [start_ms, end_ms)."""
-    from esbperf.results.datalog import threads_in_window   # polars: only once there is data
-    return sum(threads_in_window(sorted(folder.glob("*-data.log")), start_ms, end_ms).values())

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import shutil
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
@@ -23,12 +25,12 @@ from esbperf.core import payloads, plan as plans, procs, topology
 from esbperf.core.config import AgentConfig, ConsoleConfig, state_dir
 from esbperf.core.errors import EsbperfError
 from esbperf.results import layout
-from esbperf.run import calibration, collect, environment, estimate, preflight, user_script
+from esbperf.run import calibration, collect, crosscheck, environment, estimate, locks, preflight, user_script, warmup
 from esbperf.run.preflight import MAX_SKEW_MS
 from esbperf.run.progress import RunProgress
 from esbperf.run.step import Agent, RunContext, StepAside, StepRunner
 from esbperf.run.workers import ConsoleWatch
-from esbperf.services.console import TOKEN_ENV, ControlClient, control_client, statistics
+from esbperf.services.console import TOKEN_ENV, ControlClient, control_client
 from esbperf.testbed import hosts, ssh
 
 LAYOUT = 2   # step folders <target>/<scenario>/<payload>/<users>/[rate-<r>/]iter-<n>
@@ -70,12 +72,20 @@ def _prepare(client: ControlClient) -> None:
 
 
 def _summary_line(record: dict) -> str:
-    """A finished step in one line, from the console's totals over the measured window."""
-    totals = statistics(record["console"])
-    # The console's own TPS divides by its sample periods; the window is what was measured.
-    window_s = (record["end_ms"] - record["warmup_end_ms"]) / 1000
-    return (f"{totals.get('Tests', 0)} transactions, {totals.get('Errors', 0)} errors, "
-            f"TPS {totals.get('Tests', 0) / window_s:.1f}, mean {totals.get('Mean Test Time (ms)') or 0:.1f} ms")
+    """A finished step in one line (step.json `summary`: the measured window's data logs)."""
+    s = record["summary"]
+    line = (f"{s['transactions']} transactions, {s['errors']} errors, TPS {s['tps'] or 0:.1f}, "
+            f"mean {_ms(s['mean_ms'])}, p99 {_ms(s['p99_ms'])}")
+    if "latency_p99_ms" in s:   # the open model: what the requests waited from their due start
+        line += f", latency p99 {_ms(s['latency_p99_ms'])} (from the due start)"
+    x = record.get("xcheck") or {}
+    if "tps" in x:
+        line += f"; wrk TPS {x['tps']:.1f}, mean {_ms(x['mean_ms'])}"
+    return line
+
+
+def _ms(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f} ms" if value < 10 else f"{value:.1f} ms"
 
 
 def execute(ctx: RunContext, client: ControlClient, console: Console) -> list[str]:
@@ -83,14 +93,19 @@ def execute(ctx: RunContext, client: ControlClient, console: Console) -> list[st
     steps = ctx.plan.steps(list(ctx.targets))
     todo = [s for s in steps if not layout.is_finished(ctx.dir, s)]
     _prepare(client)
-    calibrating = time.monotonic()
+    before_steps = time.monotonic()
+    watch = ConsoleWatch(client, {a.name for a in ctx.agents}, lambda *a: None)
     if "calibration" not in ctx.record and not ctx.plan.script:   # the client calibrated is scenario.py
-        watch = ConsoleWatch(client, {a.name for a in ctx.agents}, lambda *a: None)
         ctx.record["calibration"] = calibration.calibrate_run(
             ctx.dir, watch, ctx.plan, len(ctx.agents), ctx.fetchers, console.print,
             took=lambda seconds: estimate.remember(calibration_s=seconds))
         layout.write_json(ctx.dir / layout.RUN_FILE, ctx.record)
-    calibration_wall = time.monotonic() - calibrating
+    warmed = warmup.warm_targets(ctx, watch, todo, console.print)
+    if warmed:   # each command warms its targets: a resume may find them restarted, cold
+        ctx.record.setdefault("target_warmup", []).append(
+            {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": ctx.plan.target_warmup_s, "targets": warmed})
+        layout.write_json(ctx.dir / layout.RUN_FILE, ctx.record)
+    before_steps_wall = time.monotonic() - before_steps
     aside: list[str] = []
     steps_wall = 0.0
     with RunProgress(console, len(steps), len(steps) - len(todo)) as progress:
@@ -116,7 +131,7 @@ def execute(ctx: RunContext, client: ControlClient, console: Console) -> list[st
         ctx.record["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         layout.write_json(ctx.dir / layout.RUN_FILE, ctx.record)
         if steps_wall:
-            estimate.remember(run_overhead_s=time.monotonic() - ctx.began - steps_wall - calibration_wall)
+            estimate.remember(run_overhead_s=time.monotonic() - ctx.began - steps_wall - before_steps_wall)
     return aside
 
 
@@ -127,16 +142,6 @@ def _check_restart(plan: plans.Plan, targets: dict[str, topology.Target],
                            "ESB started by esbperf's launcher (`esbperf demo`, or `esbperf testbed start`); none started it")
 
 
-def _context(run_dir: Path, plan: plans.Plan, testbed: topology.Testbed, targets: dict[str, topology.Target],
-             agents: list[Agent], local: collect.LocalAgents, connect: Callable[[], ControlClient],
-             record: dict, verify: bool, monitored: list[str], began: float,
-             restart_esb: Callable[[str], int] | None) -> RunContext:
-    # Agents on this machine, then those on hosts reached over ssh (`esbperf testbed start` put them there).
-    fetchers = [local, *ssh.agent_fetchers(testbed)]
-    return RunContext(run_dir, plan, testbed, targets, agents, fetchers, connect, record, verify, monitored, began,
-                      local.state_dirs, restart_esb)
-
-
 def _token_file(testbed: topology.Testbed, given: Path | None) -> Path | None:
     """The console's token file: given, else $ESBPERF_CONSOLE_TOKEN decides, else the one the
     launcher (`esbperf testbed start`) left, if it did."""
@@ -145,11 +150,56 @@ def _token_file(testbed: topology.Testbed, given: Path | None) -> Path | None:
     return given
 
 
+@dataclass
+class _Session:
+    """What a new run and a resumed one both do before their first step: check the console, the
+    targets, the agents and the clocks, holding the console's lock from the start."""
+
+    plan: plans.Plan
+    testbed: topology.Testbed
+    targets: dict[str, topology.Target]
+    local: collect.LocalAgents
+    token_file: Path | None
+    verify: bool
+    max_skew_ms: float
+    restart_esb: Callable[[str], int] | None
+    console: Console
+    began: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        _check_restart(self.plan, self.targets, self.restart_esb)
+        self.client = self.connect()
+
+    def connect(self) -> ControlClient:
+        """A client of the console (re-reading the token: a restarted console has a new one)."""
+        return control_client(self.testbed, self.token_file)
+
+    def console_held(self):
+        return locks.console_held(self.testbed.api_url, self.token_file)
+
+    def preflight(self) -> tuple[list[Agent], list[str], dict]:
+        """The run's agents, the monitored roles and every host's clock skew; raises what refuses the run."""
+        agents = preflight.check(self.client, self.targets, self.plan, self.testbed, self.local, self.verify,
+                                 self.console.print)
+        self.plan.check_agents(len(agents), AgentConfig.load().max_worker_processes, f"the {len(agents)} agent(s)")
+        monitored = preflight.monitored_roles(self.testbed)
+        return agents, monitored, preflight.clock_skews(self.testbed, monitored, self.max_skew_ms,
+                                                        [a.host for a in agents], self.console.print)
+
+    def context(self, run_dir: Path, agents: list[Agent], record: dict, monitored: list[str]) -> RunContext:
+        # Agents on this machine, then those on hosts reached over ssh (`esbperf testbed start` put them there).
+        fetchers = [self.local, *ssh.agent_fetchers(self.testbed)]
+        return RunContext(run_dir, self.plan, self.testbed, self.targets, agents, fetchers, self.connect, record,
+                          self.verify, monitored, self.began, self.local.state_dirs, self.restart_esb,
+                          record.get("cross_check"))
+
+
 def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Testbed, out: Path,
           verify: bool = True, console: Console | None = None,
           local_state_dirs: Iterable[Path] = (), max_skew_ms: float = MAX_SKEW_MS,
           token_file: Path | None = None, script: user_script.UserScript | None = None,
-          script_properties: Path | None = None, restart_esb: Callable[[str], int] | None = None) -> Path:
+          script_properties: Path | None = None, restart_esb: Callable[[str], int] | None = None,
+          cross_check: str | None = None) -> Path:
     """Run `plan` against the target(s) into a new run folder under `out`; return that folder.
 
     script: a user's own Grinder script (user_script.load) runs the steps instead of scenario.py;
@@ -159,44 +209,45 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
 
     local_state_dirs: state folders of this machine's agents besides the default one (a launcher
     that gave the client's services a state folder of their own). token_file: the console's token
-    (default: $ESBPERF_CONSOLE_TOKEN, or the token file of this state folder's console)."""
-    began = time.monotonic()
-    console = console or Console()
+    (default: $ESBPERF_CONSOLE_TOKEN, or the token file of this state folder's console).
+    cross_check: "wrk" to measure each closed-model step with wrk too (esbperf/run/crosscheck.py)."""
+    crosscheck.require(cross_check)
     names = [target_names] if isinstance(target_names, str) else list(target_names)
     if not names:
         raise EsbperfError("give at least one --target")
-    targets = preflight.targets_of(testbed, names)
     if bool(script) != bool(plan.script):
         raise EsbperfError("a user's script needs a plan loaded for it, and such a plan needs its script")
-    verify = verify and not script
-    local = collect.LocalAgents([state_dir(), *local_state_dirs, *hosts.local_agent_states(testbed)])
-    token_file = _token_file(testbed, token_file)
-    restart_esb = restart_esb or hosts.esb_restarter(testbed, plan.restart)
-    _check_restart(plan, targets, restart_esb)
-    connect = lambda: control_client(testbed, token_file)   # noqa: E731 - re-read: a restarted console has a new token
-    client = connect()
-    agents = preflight.check(client, targets, plan, testbed, local, verify, console.print)
-    monitored = preflight.monitored_roles(testbed)
-    skews = preflight.clock_skews(testbed, monitored, max_skew_ms)
-    run_dir = layout.new_run_dir(out.resolve(), f"{plan.name}-{'+'.join(names)}-{time.strftime('%Y%m%d-%H%M%S')}")
-    record = _record(plan, targets, testbed, agents, client.version())
-    record["monitored_roles"] = monitored
-    record["samplers"] = preflight.monitor_samplers(testbed, monitored)
-    record["clock_skew"] = {"max_ms": max_skew_ms, "hosts": skews}
-    record["local_state_dirs"] = [str(d) for d in local.state_dirs]
-    if token_file:
-        record["console_token_file"] = str(token_file)   # where, for --resume; never the token
-    if script:
-        kept = user_script.keep(script, run_dir, script_properties)
-        record["script"] = kept.record()
-        _stage_script(record, kept, run_dir)
-    layout.write_json(run_dir / layout.RUN_FILE, record)
-    ctx = _context(run_dir, plan, testbed, targets, agents, local, connect, record, verify, monitored, began,
-                   restart_esb)
-    console.print(f"run {run_dir} — {len(plan.steps(names))} steps of {plan.step_seconds():g} s against "
-                  f"{', '.join(names)}; agents: {', '.join(f'{a.name} ({a.host})' for a in agents)}; "
-                  f"monitors: {', '.join(monitored) or 'none'}")
-    _execute_interruptibly(ctx, client, console)
+    if plan.arrivals == "poisson" and plan.seed is None:   # drawn once, recorded with the plan: --resume reuses it
+        plan.seed = secrets.randbelow(2**31)
+    session = _Session(plan, testbed, preflight.targets_of(testbed, names, plan),
+                       collect.LocalAgents([state_dir(), *local_state_dirs, *hosts.local_agent_states(testbed)]),
+                       _token_file(testbed, token_file), verify and not script, max_skew_ms,
+                       restart_esb or hosts.esb_restarter(testbed, plan.restart), console or Console())
+    with session.console_held() as console_lock:
+        agents, monitored, skews = session.preflight()
+        run_dir = layout.new_run_dir(out.resolve(), f"{plan.name}-{'+'.join(names)}-{time.strftime('%Y%m%d-%H%M%S')}")
+        console_lock.note(f"run folder {run_dir}")
+        with locks.run_dir_held(run_dir):
+            record = _record(plan, session.targets, testbed, agents, session.client.version())
+            record["monitored_roles"] = monitored
+            record["samplers"] = preflight.monitor_samplers(testbed, monitored)
+            record["clock_skew"] = {"max_ms": max_skew_ms, "hosts": skews}
+            record["local_state_dirs"] = [str(d) for d in session.local.state_dirs]
+            if cross_check:
+                record["cross_check"] = cross_check
+            if session.token_file:
+                record["console_token_file"] = str(session.token_file)   # where, for --resume; never the token
+            if script:
+                kept = user_script.keep(script, run_dir, script_properties)
+                record["script"] = kept.record()
+                _stage_script(record, kept, run_dir)
+            layout.write_json(run_dir / layout.RUN_FILE, record)
+            session.console.print(
+                f"run {run_dir} — {len(plan.steps(names))} steps of {plan.step_seconds():g} s against "
+                f"{', '.join(names)}; agents: {', '.join(f'{a.name} ({a.host})' for a in agents)}; "
+                f"monitors: {', '.join(monitored) or 'none'}")
+            _execute_interruptibly(session.context(run_dir, agents, record, monitored), session.client,
+                                   session.console)
     return run_dir
 
 
@@ -204,8 +255,6 @@ def resume(run_dir: Path, verify: bool = True, console: Console | None = None,
            max_skew_ms: float = MAX_SKEW_MS, token_file: Path | None = None,
            restart_esb: Callable[[str], int] | None = None) -> Path:
     """Continue a run with its unfinished steps, using the plan and targets it recorded."""
-    began = time.monotonic()
-    console = console or Console()
     run_dir = run_dir.resolve()
     record = layout.read_json(run_dir / layout.RUN_FILE)
     if record.get("layout") != LAYOUT:
@@ -216,34 +265,30 @@ def resume(run_dir: Path, verify: bool = True, console: Console | None = None,
         _stage_script(record, user_script.from_record(run_dir, record["script"]), run_dir)
         verify = False
     testbed = topology.load(record["testbed"]["file"])
-    targets = preflight.targets_of(testbed, [t["name"] for t in record["targets"]])
-    restart_esb = restart_esb or hosts.esb_restarter(testbed, plan.restart)
-    _check_restart(plan, targets, restart_esb)
-    local = collect.LocalAgents([state_dir(), *map(Path, record.get("local_state_dirs", [])),
-                                 *hosts.local_agent_states(testbed)])
     if token_file is None and record.get("console_token_file"):
         token_file = Path(record["console_token_file"])
-    token_file = _token_file(testbed, token_file)
-    connect = lambda: control_client(testbed, token_file)   # noqa: E731
-    client = connect()
-    agents = preflight.check(client, targets, plan, testbed, local, verify, console.print)
-    monitored = preflight.monitored_roles(testbed)
-    skews = preflight.clock_skews(testbed, monitored, max_skew_ms)
-    steps = plan.steps(list(targets))
-    done = sum(layout.is_finished(run_dir, s) for s in steps)
-    if done == len(steps):
-        console.print(f"{run_dir}: all {done} steps are already finished")
-        return run_dir
-    # What this resume found, recorded before its first step (a resume that stops early keeps it too).
-    record.setdefault("clock_skew_resumed", []).append({"max_ms": max_skew_ms, "hosts": skews})
-    record["agents"] = [{"name": a.name, "host": a.host} for a in agents]
-    record["restart"] = plan.restart
-    record["finished"] = None
-    layout.write_json(run_dir / layout.RUN_FILE, record)
-    ctx = _context(run_dir, plan, testbed, targets, agents, local, connect, record, verify, monitored, began,
-                   restart_esb)
-    console.print(f"resuming {run_dir}: {done} of {len(steps)} steps already finished")
-    _execute_interruptibly(ctx, client, console)
+    crosscheck.require(record.get("cross_check"))
+    session = _Session(plan, testbed, preflight.targets_of(testbed, [t["name"] for t in record["targets"]], plan),
+                       collect.LocalAgents([state_dir(), *map(Path, record.get("local_state_dirs", [])),
+                                            *hosts.local_agent_states(testbed)]),
+                       _token_file(testbed, token_file), verify, max_skew_ms,
+                       restart_esb or hosts.esb_restarter(testbed, plan.restart), console or Console())
+    with session.console_held() as console_lock, locks.run_dir_held(run_dir):
+        console_lock.note(f"run folder {run_dir}")
+        agents, monitored, skews = session.preflight()
+        steps = plan.steps(list(session.targets))
+        done = sum(layout.is_finished(run_dir, s) for s in steps)
+        if done == len(steps):
+            session.console.print(f"{run_dir}: all {done} steps are already finished")
+            return run_dir
+        # What this resume found, recorded before its first step (a resume that stops early keeps it too).
+        record.setdefault("clock_skew_resumed", []).append({"max_ms": max_skew_ms, "hosts": skews})
+        record["agents"] = [{"name": a.name, "host": a.host} for a in agents]
+        record["restart"] = plan.restart
+        record["finished"] = None
+        layout.write_json(run_dir / layout.RUN_FILE, record)
+        session.console.print(f"resuming {run_dir}: {done} of {len(steps)} steps already finished")
+        _execute_interruptibly(session.context(run_dir, agents, record, monitored), session.client, session.console)
     return run_dir
 
 
@@ -285,9 +330,11 @@ def _execute_interruptibly(ctx: RunContext, client: ControlClient, console: Cons
 
 def dry_run(plan: plans.Plan, target_names: list[str], testbed: topology.Testbed, console: Console) -> estimate.Estimate:
     """Print every step of the run and its estimated wall time; start nothing, contact nothing."""
-    targets = preflight.targets_of(testbed, target_names)
+    targets = preflight.targets_of(testbed, target_names, plan)
     steps = plan.steps(list(targets))
     agents = testbed.load_roles
+    plan.check_agents(len(agents), AgentConfig.load().max_worker_processes,
+                      f"the {len(agents)} load host(s) of {testbed.path} (an agent each)")
     guess = estimate.estimate(plan, steps)
     table = Table(title=f"{plan.name} against {', '.join(targets)}: {len(steps)} steps "
                         f"({plan.model} model, {len(agents)} load host(s): {', '.join(agents)})")

@@ -31,6 +31,7 @@ from esbperf.core import payloads, plan as plans, procs, roles
 from esbperf.core.errors import EsbperfError
 from esbperf.core.topology import Target, Testbed
 from esbperf.results import gclog, layout
+from esbperf.results.datalog import LogStats, log_stats
 from esbperf.run import collect, crosscheck, environment, monitors, user_script
 from esbperf.run.problems import (AgentsChanged, ConsoleLost, Incomplete, StepAside, StepProblem, TargetDown,
                                   Unexpected, WorkersHang)
@@ -47,6 +48,18 @@ CONSOLE_RETURN_S = 120       # how long a run waits for a console that stopped a
 SAFETY_NET_S = 30
 TARGET_CHECK_TIMEOUT_S = 5
 RESTART_READY_S = 120       # an ESB's start on a busy 2-core machine can take a while
+
+
+def window_summary(stats: LogStats, window_s: float) -> dict[str, Any]:
+    """A step's figures for its one-line summary as it ends (step.json `summary`): the data logs' own
+    µs times, not the console's whole ms. The report computes its figures again from the logs."""
+    ms = (lambda us: None if us is None else round(us / 1000, 3))
+    summary = {"transactions": stats.transactions, "errors": stats.errors,
+               "tps": round(stats.transactions / window_s, 1) if window_s > 0 else None,
+               "mean_ms": ms(stats.response.mean), "p99_ms": ms(stats.response.percentile(99))}
+    if stats.latency is not None:   # the open model: the latency from each request's due start
+        summary["latency_p99_ms"] = ms(stats.latency.percentile(99))
+    return summary
 
 
 # --- what a step shares with the run ----------------------------------------------------------
@@ -102,6 +115,9 @@ def step_properties(ctx: RunContext, step: plans.Step, processes: int, threads: 
     if step.rate is not None:
         # Arrivals per second of each worker process: the step's rate over all of them.
         properties["esbperf.rate"] = step.rate / (processes * len(ctx.agents))
+        properties["esbperf.arrivals"] = plan.arrivals
+        if plan.seed is not None:
+            properties["esbperf.seed"] = plan.seed
     if target.kind == "esb":
         properties["esbperf.target.url"] = target.url
     for backend, url in target.backends.items():
@@ -254,10 +270,15 @@ class StepRunner:
         logs = a.tmp / layout.LOGS
         ctx, target = self.ctx, self.ctx.targets[a.step.target]
         monitoring = self._collect_monitors(a)
+        try:   # the window's figures, read as the analysis reads them: threads seen, and the step's line
+            stats = log_stats(layout.data_logs(a.tmp), a.warmup_end_ms, a.end_ms)
+        except EsbperfError as e:
+            raise Incomplete(f"its data logs cannot be read: {e}") from None
         a.record.update({
             "agents": [{"name": agent.name, "host": agent.host} for agent in ctx.agents],
             "workers": sorted(w.name for w in a.workers.values()),
-            "threads_seen": collect.threads_seen(logs, a.warmup_end_ms, a.end_ms),
+            "threads_seen": stats.threads,
+            "summary": window_summary(stats, (a.end_ms - a.warmup_end_ms) / 1000),
             "duration_s": ctx.plan.duration_s, "warmup_s": ctx.plan.warmup_s, "keepalive": ctx.plan.keepalive,
             "timeout_s": ctx.plan.timeout_s,
             "start_ms": a.start_ms, "first_report_ms": a.first_report_ms, "warmup_end_ms": a.warmup_end_ms,

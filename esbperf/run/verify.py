@@ -10,25 +10,40 @@ from pathlib import Path
 
 from esbperf.core import payloads, scenarios, topology
 from esbperf.core.errors import EsbperfError
+from esbperf.services import esb
+
+
+def to_check(target: topology.Target, only: list[str] | None = None) -> list[str]:
+    """The scenarios to send the target: those in `only`, which must be known and served by it
+    (else a one-line error), or every scenario it serves (a floor serves only some)."""
+    known = scenarios.names()
+    for name in only or []:
+        if name not in known:
+            raise EsbperfError(f"unknown scenario '{name}' (known: {', '.join(known)})")
+    if target.kind != "esb":
+        return list(only or known)
+    if only:
+        esb.refuse_unserved(target.name, target.esb, only)
+        return list(only)
+    left_out = esb.unserved(target.esb, known)
+    return [n for n in known if n not in left_out]
 
 
 def verify_target(testbed: topology.Testbed, target_name: str, only: list[str] | None = None,
                   size: int = 1024, timeout: float = 10.0, files: list[payloads.PayloadFile] = (),
                   check: str = "") -> list[scenarios.Outcome]:
-    """Every scenario (or those in `only`) once with a generated payload of `size` bytes, and each
-    payload file once in every one of those scenarios that sends files."""
+    """Every scenario the target serves (or those in `only`, which it must serve) once with a
+    generated payload of `size` bytes, and each payload file once in every one of those scenarios
+    that sends files."""
     target = testbed.target(target_name)
-    known = scenarios.names()
-    for name in only or []:
-        if name not in known:
-            raise EsbperfError(f"unknown scenario '{name}' (known: {', '.join(known)})")
+    chosen = to_check(target, only)
     outcomes = []
-    for name in only or known:
+    for name in chosen:
         outcomes.extend(scenarios.exercise(target, name, size, timeout))
     able = scenarios.contract().FILE_SCENARIOS
     for f in files:
         data = f.read()
-        for name in [n for n in only or known if n in able]:
+        for name in [n for n in chosen if n in able]:
             outcomes.extend(scenarios.exercise(target, name, timeout=timeout, payload=data, check=check))
     return outcomes
 
@@ -44,7 +59,8 @@ def print_outcomes(target_name: str, outcomes: list[scenarios.Outcome]) -> None:
 
 
 @click.command()
-@click.option("--target", "target_name", required=True, help="Target name from the testbed (e.g. camel, synapse, direct).")
+@click.option("--target", "target_name", required=True,
+              help="Target name from the testbed (e.g. camel, synapse, spring-integration, nginx, direct).")
 @click.option("--testbed", "testbed_name", metavar="NAME|FILE", help="Testbed description (default: local).")
 @click.option("--scenario", "only", multiple=True, help="Check only this scenario (repeatable).")
 @click.option("--size", default=1024, show_default=True, help="Payload size in bytes.")
@@ -55,12 +71,19 @@ def print_outcomes(target_name: str, outcomes: list[scenarios.Outcome]) -> None:
               show_default=True, help="How a payload file's echo is compared (docs/running.md).")
 def verify(target_name: str, testbed_name: str | None, only: tuple[str, ...], size: int, timeout: float,
            files: tuple[Path, ...], payload_check: str) -> None:
-    """Send one request per scenario to a target and check the answers and the back end."""
-    scenario_names = list(only) or scenarios.names()
+    """Send one request per scenario to a target and check the answers and the back end (a floor:
+    the scenarios it serves)."""
+    testbed = topology.load(testbed_name)
+    target = testbed.target(target_name)
+    scenario_names = to_check(target, list(only))
     able = [n for n in scenario_names if n in scenarios.contract().FILE_SCENARIOS]
     loaded = [payloads.load(f, f"--payload-file {f}", able) for f in files]
-    outcomes = verify_target(topology.load(testbed_name), target_name, list(only), size, timeout, loaded, payload_check)
+    outcomes = verify_target(testbed, target_name, list(only), size, timeout, loaded, payload_check)
     print_outcomes(target_name, outcomes)
+    skipped = [n for n in scenarios.names() if n not in scenario_names]
+    if not only and skipped:
+        click.echo(f"verify {target_name}: skipped {', '.join(skipped)} ({esb.engine(target.esb).what} "
+                   f"serves only {', '.join(scenario_names)})")
     failed = [o for o in outcomes if not o.ok]
     if failed:
         raise EsbperfError(f"{len(failed)} of {len(outcomes)} checks failed for target {target_name}")

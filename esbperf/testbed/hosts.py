@@ -1,5 +1,6 @@
 """Every service of a testbed started on its host, in order, each checked ready —
-the echo back ends on ws1-ws3, the ESB under test on esb, the console and an agent on the client,
+the echo back ends on ws1-ws3, the ESB under test on esb (and the floors, plain reverse proxies
+to compare it with, when the testbed gives them a port), the console and an agent on the client,
 an agent on each load host (named after its role, so the runner knows where its logs are), and a
 monitor on every host with a monitor_port. `esbperf testbed start|stop|status` and `esbperf demo
 --ssh` use it; the plain demo starts the same plan of services as child processes (services.py).
@@ -28,11 +29,11 @@ from esbperf.core.roles import BACKENDS
 from esbperf.core.topology import Testbed
 from esbperf.services import console
 from esbperf.services.echo import MAIN_CLASS as ECHO_MAIN
+from esbperf.services.esb import ENGINES, FLOORS
 from esbperf.testbed import ssh as sshmod
 
-# What each host's monitor watches besides the whole host: the service JVM found by its command line.
-ESB_MAIN = {"camel": "org.apache.camel.main.Main", "synapse": "org.apache.synapse.SynapseServer"}
-START_TIMEOUT_S = 120   # an ESB's first start on a busy 2-core machine can take a while
+# An engine's first start on a busy 2-core machine can take a while (Spring Integration's most).
+START_TIMEOUT_S = max(120, *(e.start_timeout_s for e in ENGINES.values()))
 AGENT_WAIT_S = 60
 REMOTE_TESTBED = "testbed.yaml"   # the testbed file as `testbed start` copies it into an ssh host's state
 
@@ -40,7 +41,7 @@ REMOTE_TESTBED = "testbed.yaml"   # the testbed file as `testbed start` copies i
 @dataclass(frozen=True)
 class Service:
     role: str
-    name: str                          # unique on its host: echo, esb-camel, console, agent, monitor
+    name: str                          # unique on its host: echo, esb-camel, esb-nginx, console, agent, monitor
     argv: tuple[str, ...]              # the esbperf command, `esbperf` first
     ready: tuple[str, int] | None      # the address that answers once it is up (None: an agent)
 
@@ -57,12 +58,22 @@ class Service:
         return self.role
 
 
-def plan(testbed: Testbed, esb: str | None, testbed_arg: Callable[[str], str], watch: bool = True) -> list[Service]:
-    """Every service of the testbed in the order they start, host by host: the back ends, the ESB,
-    the client (console first, then its agent), the load hosts; each host's monitor after its
-    services (watch: the monitor also samples the host's service JVM). `testbed_arg(role)`: the
-    --testbed argument as that host sees the file."""
-    esbs = [esb] if esb else list(testbed.hosts["esb"].esb_ports)[:1]
+def engines_on_esb_host(testbed: Testbed, esb: str | None, floors: bool) -> list[str]:
+    """What runs on the esb host: `esb` (default: the first of hosts.esb.esb_ports), and with
+    `floors` every floor the testbed gives a port, so a run can draw them beside it."""
+    ports = testbed.hosts["esb"].esb_ports
+    chosen = [esb] if esb else list(ports)[:1]
+    return chosen + [name for name in FLOORS if floors and name in ports and name not in chosen]
+
+
+def plan(testbed: Testbed, esb: str | None, testbed_arg: Callable[[str], str], watch: bool = True,
+         floors: bool = False) -> list[Service]:
+    """Every service of the testbed in the order they start, host by host: the back ends, the ESB
+    (with `floors`: then each floor with a port in the testbed), the client (console first, then
+    its agent), the load hosts; each host's monitor after its services (watch: the monitor also
+    samples the host's service processes: on the esb host, those of every engine it has a port
+    for). `testbed_arg(role)`: the --testbed argument as that host sees the file."""
+    esbs = engines_on_esb_host(testbed, esb, floors)
     services = []
     for role in [*BACKENDS, "esb", "client", *(r for r in testbed.load_roles if r != "client")]:
         host = testbed.hosts[role]
@@ -79,10 +90,14 @@ def plan(testbed: Testbed, esb: str | None, testbed_arg: Callable[[str], str], w
             services.append(Service(role, "agent", ("esbperf", "agent", *f, "--count", "1", "--host-id", role), None))
         if host.monitor_port:
             argv = ["esbperf", "monitor", "--role", role, *f]
-            matches = ESB_MAIN.get(esbs[0] if esbs else "", "") if role == "esb" else \
-                f"{ECHO_MAIN} --id {role}" if role in BACKENDS else ""
-            if watch and matches:
-                argv += ["--match", matches]
+            # The processes of what the host serves, found by their command lines: on the esb host
+            # every engine with a port there, also one started by hand later (an engine the registry
+            # does not know, a team's own ESB, is not watched).
+            matches = [ENGINES[name].match for name in host.esb_ports if name in ENGINES] if role == "esb" else \
+                [f"{ECHO_MAIN} --id {role}"] if role in BACKENDS else []
+            if watch:
+                for text in matches:
+                    argv += ["--match", text]
             services.append(Service(role, "monitor", tuple(argv), (host.address, host.monitor_port)))
     return services
 
@@ -91,7 +106,7 @@ def host_commands(testbed: Testbed, file_arg: str, esb: str | None = None) -> di
     """What to start by hand on each host, in order (wrapped for the namespaces and CPUs when the
     testbed is emulated): what `esbperf testbed commands` prints."""
     commands: dict[str, list[list[str]]] = {}
-    for s in plan(testbed, esb, lambda role: file_arg, watch=False):
+    for s in plan(testbed, esb, lambda role: file_arg, watch=False, floors=True):
         commands.setdefault(s.role, []).append(testbed.command(s.role, list(s.argv)))
     return commands
 
@@ -209,7 +224,7 @@ class Started:
     pid: int
 
     def line(self) -> str:
-        return f"{self.role:8} {self.name:10} {self.where:24} pid {self.pid}"
+        return f"{self.role:8} {self.name:22} {self.where:24} pid {self.pid}"
 
 
 def start(testbed: Testbed, esb: str | None = None, echo: Callable[[str], None] = print,
@@ -228,7 +243,7 @@ def start(testbed: Testbed, esb: str | None = None, echo: Callable[[str], None] 
             raise outcome
     started: list[Started] = []
     try:
-        for service in plan(testbed, esb, lambda role: hosts[role].testbed_arg()):
+        for service in plan(testbed, esb, lambda role: hosts[role].testbed_arg(), floors=True):
             host = hosts[service.role]
             ready = ["--ready", service.where, "--timeout", str(START_TIMEOUT_S)] if service.ready else []
             record = host.request(["start", "--name", service.name, *ready, "--", *service.argv],
@@ -278,7 +293,7 @@ def stop(testbed: Testbed, root: Path | None = None) -> tuple[list[str], list[st
             problems.append(str(outcome))
             continue
         for s in outcome:
-            lines.append(f"{role:8} {s['name']:10} pid {s['pid']} {s['was']}")
+            lines.append(f"{role:8} {s['name']:22} pid {s['pid']} {s['was']}")
     return lines, problems
 
 
