@@ -22,7 +22,7 @@ from esbperf.core.errors import EsbperfError
 # Not settings: where the plan file was read from, its prose, and the target being compared.
 IGNORED_PLAN_KEYS = {"target", "source", "description"}
 RATIO_FIGURES = ("tps", "rt_mean_ms", "rt_p99_ms", "esb_cpu_mean")
-STEP_KEYS = ["scenario", "payload_bytes", "users", "rate"]
+STEP_KEYS = ["scenario", "payload_bytes", "users", "rate", "test"]   # a user script's tests are compared test by test
 
 
 def first_difference(a: Any, b: Any, path: str = "") -> str | None:

@@ -20,6 +20,9 @@ test, against an ESB or the direct baseline. The runner sets the step through pr
                           the closed model); every thread of the process serves one schedule
   esbperf.late.us         open model: a start later than due by more than this counts as late
                           in the worker log's summary (default 1000)
+  esbperf.arrivals        open model: uniform (evenly spaced, the default) or poisson (exponential
+                          gaps, from a generator seeded with esbperf.seed and this worker's agent
+                          and process numbers, so no two processes share a sequence)
 
 Per transaction, Java does the work (esbperf.client.User): the request's bytes are prepared once
 per process, the client times the exchange itself with System.nanoTime() (first byte written ->
@@ -50,6 +53,8 @@ KEEPALIVE = properties.getBoolean("esbperf.keepalive", True)
 TIMEOUT_MS = properties.getInt("esbperf.timeout.ms", 120000)
 RATE_TEXT = properties.getProperty("esbperf.rate", "0") or "0"
 LATE_US = properties.getLong("esbperf.late.us", 1000)
+ARRIVALS = properties.getProperty("esbperf.arrivals", "uniform")
+SEED = properties.getLong("esbperf.seed", 0)
 ERRORS_LOGGED = 10   # per worker thread: enough to see why, not enough to flood the log
 PAYLOAD_FILE = properties.getProperty("esbperf.payload.file", "")
 PAYLOAD_CHECK = properties.getProperty("esbperf.payload.check", "")
@@ -119,7 +124,11 @@ for r in REQUESTS:
     PREPARED.add(URLS[r.backend], r.path, r.content_type, array(r.headers, String),
                  java_bytes(r.data if r.data is not None else r.body),
                  fast_check(r.expected))
-SCHEDULE = Schedule(RATE, LATE_US) if RATE > 0 else None
+if ARRIVALS not in ("uniform", "poisson"):
+    raise RuntimeError("esbperf.arrivals must be uniform or poisson, not %r" % ARRIVALS)
+# Each worker process draws its own Poisson sequence from the run's seed.
+PROCESS_SEED = SEED * 1000003 + grinder.agentNumber * 1009 + grinder.processNumber
+SCHEDULE = Schedule(RATE, LATE_US, ARRIVALS == "poisson", PROCESS_SEED) if RATE > 0 else None
 
 grinder.statistics.registerDataLogExpression("HTTP status", "userLong0")
 grinder.statistics.registerDataLogExpression("Request bytes", "userLong1")

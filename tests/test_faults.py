@@ -50,11 +50,16 @@ def wait_for(predicate, timeout: float, what: str):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def measuring(state_dir: Path, plan: str, step: str) -> list[Path]:
-    """The data logs of a step of a run of `plan` once transactions flow (the agents write them in
-    their own folders while it runs)."""
-    logs = list(state_dir.glob(f"agents/*/runs/{plan}-*/{step}/iter-*/*/*-data.log"))
-    return logs if logs and all(log.stat().st_size > 2000 for log in logs) else []
+def measuring(lab: "Lab", results: Path, step: str) -> bool:
+    """Whether a step's workers load the target: its folder begun, a worker per agent running, and
+    the console's latest sample counting tests. (Not the data logs' size: Grinder writes them in
+    64 KB blocks, so a slow step's first block may come only when its workers end.)"""
+    if not list(results.glob(f"*/{step}/.tmp-iter-1")):
+        return False
+    if not all(worker_pids(lab.state_dir / "agents" / name) for name in ("fault-1", "fault-2")):
+        return False
+    latest = console.statistics(lab.client.data(latest=True))
+    return (latest.get("Tests") or 0) > 0
 
 
 def finished_steps(run_dir: Path) -> list[tuple]:
@@ -134,7 +139,7 @@ def test_an_agent_killed_mid_step_keeps_the_step_aside_and_resume_finishes(lab, 
     the_plan = plans.load(write_plan(tmp_path / "agentless.yaml", duration_s=6))
 
     def kill_the_second_agent():
-        wait_for(lambda: measuring(lab.state_dir, "agentless", "direct/proxy/1KB/2"), 60, "the first step's workers")
+        wait_for(lambda: measuring(lab, tmp_path / "results", "direct/proxy/1KB/2"), 60, "the first step's workers")
         time.sleep(2.5)
         os.kill(lab.agents[1].pid, signal.SIGKILL)   # the agent JVM: its worker goes with it
     killer = Background(kill_the_second_agent)
@@ -160,7 +165,7 @@ def test_a_worker_killed_mid_step_spoils_that_step_only(lab, tmp_path):
     the_plan = plans.load(write_plan(tmp_path / "workerless.yaml", duration_s=6))
 
     def kill_one_worker():
-        wait_for(lambda: measuring(lab.state_dir, "workerless", "direct/proxy/1KB/2"), 60, "the first step's workers")
+        wait_for(lambda: measuring(lab, tmp_path / "results", "direct/proxy/1KB/2"), 60, "the first step's workers")
         time.sleep(2.5)
         [pid] = worker_pids(lab.state_dir / "agents" / "fault-1")
         os.kill(pid, signal.SIGKILL)
@@ -182,7 +187,7 @@ def test_the_console_killed_and_restarted_mid_step(lab, tmp_path):
     the_plan = plans.load(write_plan(tmp_path / "consoleless.yaml", duration_s=6))
 
     def restart_the_console():
-        wait_for(lambda: measuring(lab.state_dir, "consoleless", "direct/proxy/1KB/2"), 60, "the first step's workers")
+        wait_for(lambda: measuring(lab, tmp_path / "results", "direct/proxy/1KB/2"), 60, "the first step's workers")
         time.sleep(2.5)
         os.killpg(lab.console.pid, signal.SIGKILL)
         time.sleep(2)
@@ -200,7 +205,7 @@ def test_the_console_killed_and_restarted_mid_step(lab, tmp_path):
 def test_agents_that_are_not_the_runs_are_refused_in_one_line(lab, tmp_path):
     the_plan = plans.load(write_plan(tmp_path / "crowded.yaml"))
     # An agent that joins mid-run would take a share of every later step's users.
-    joiner = Background(lambda: (wait_for(lambda: measuring(lab.state_dir, "crowded", "direct/proxy/1KB/2"), 60,
+    joiner = Background(lambda: (wait_for(lambda: measuring(lab, tmp_path / "results", "direct/proxy/1KB/2"), 60,
                                           "workers"), lab.start_agent("late")))
     with pytest.raises(EsbperfError, match=r"agent late joined the console during the run \(the run's agents: "
                                            r"fault-1, fault-2\); stop it, or start a new run that includes it") as e:

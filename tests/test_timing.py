@@ -104,7 +104,8 @@ print(json.dumps(times))
 def open_model_summary(log: str) -> dict[str, float]:
     """The numbers of the worker log's last line about its schedule."""
     line = [x for x in log.splitlines() if "open model: " in x][-1]
-    m = re.search(r"open model: (\d+) starts at ([\d.]+)/s; (\d+) late by more than (\d+) us, largest lag (\d+) us; "
+    m = re.search(r"open model: (\d+) starts at ([\d.]+)/s \(this process, \w+ arrivals\); (\d+) late by more than "
+                  r"(\d+) us, largest lag (\d+) us; "
                   r"(\d+) due but not started by the last start", line)
     assert m, line
     return dict(zip(("started", "rate", "late", "late_us", "max_lag_us", "behind"), map(float, m.groups())))

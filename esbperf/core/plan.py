@@ -29,6 +29,8 @@ FIELDS = {
     "payload_check": "how a payload file's echo is compared: bytes, envelope or xml (default envelope)",
     "users": "a list of positive integers (concurrent users; in an open-model plan the thread pool)",
     "rates": "a list of arrival rates in requests per second (positive numbers): an open-model plan",
+    "arrivals": "how an open-model plan's requests arrive: uniform (evenly spaced) or poisson (exponential gaps)",
+    "seed": "the seed of Poisson arrivals (a whole number; default: drawn at the run's start, recorded in run.json)",
     "duration_s": "seconds measured per step (positive number)",
     "warmup_s": "seconds of warm-up before each step's measurement (number >= 0)",
     "target_warmup_s": "seconds each target is loaded before its first step, so the first iteration does not "
@@ -40,6 +42,7 @@ FIELDS = {
     "restart": "per-run (the ESB runs through the whole run) or per-step (restarted and verified before each step)",
 }
 RESTARTS = ("per-run", "per-step")
+ARRIVALS = ("uniform", "poisson")
 # A plan's name becomes its run folder's: letters, digits, '.', '_', '-', not starting with '.'.
 NAME_RE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}$")
 
@@ -140,6 +143,8 @@ class Plan:
     restart: str = "per-run"    # per-step: a fresh ESB process for every step
     payload_check: str = ""     # how payload files' echoes are compared ("" without payload files)
     target_warmup_s: float = 0  # each target loaded this long before its first step (esbperf/run/warmup.py)
+    arrivals: str = "uniform"   # open model: evenly spaced, or Poisson (exponential gaps)
+    seed: int | None = None     # Poisson arrivals' seed (the runner draws one when the plan has none)
     source: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -214,6 +219,10 @@ class Plan:
             d.pop("script")
         if d["restart"] == "per-run":
             d.pop("restart")         # the default, as plans without the field say it
+        if d["arrivals"] == "uniform":
+            d.pop("arrivals")
+        if d["seed"] is None:
+            d.pop("seed")
         # Files by absolute path, pinned by hash: --resume refuses a file that changed.
         d["payloads"] = [p if isinstance(p, int) else {"file": p.path, "sha256": p.sha256} for p in self.payloads]
         if not d["payload_check"]:
@@ -310,6 +319,17 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
     restart = data.get("restart", "per-run")
     if restart not in RESTARTS:
         fail("restart", restart)
+    arrivals = data.get("arrivals", "uniform")
+    if arrivals not in ARRIVALS:
+        fail("arrivals", arrivals)
+    if arrivals != "uniform" and not rates:
+        raise EsbperfError(f"{source}: field 'arrivals' applies to an open-model plan (one with rates); this one has "
+                           "users only")
+    seed = data.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31):
+        fail("seed", seed)
+    if seed is not None and arrivals != "poisson":
+        raise EsbperfError(f"{source}: field 'seed' is the seed of Poisson arrivals; give arrivals: poisson or remove it")
     keepalive = data.get("keepalive", True)
     if not isinstance(keepalive, bool):
         fail("keepalive", keepalive)
@@ -326,6 +346,7 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
         restart=restart,
         payload_check=payload_check,
         target_warmup_s=number("target_warmup_s", 0, 0, strict=False),
+        arrivals=arrivals, seed=seed,
         source=source,
     )
 

@@ -22,7 +22,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from rich.console import Console
