@@ -1,13 +1,36 @@
-"""`esbperf report` and `esbperf compare` (registered in esbperf/cli/__init__.py)."""
+"""`esbperf report` and `esbperf compare` (registered in esbperf/cli/__init__.py), with the gate's
+limits (analysis/gate.py, docs/regression-gate.md): exit 0 when every check passed, 1 when one
+broke a limit, 2 for bad input (esbperf/cli's EsbperfError)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, Callable
 
 import click
+
+from esbperf.analysis.gate import ABSOLUTE_OPTIONS, RELATIVE_OPTIONS, LimitOption
 
 RUN_ARG = click.Path(file_okay=False, path_type=Path)
 OUT_OPTION = click.option("--out", type=click.Path(path_type=Path),
                           help="Folder to write into; must be new or empty (default: a new folder).")
+GATE_FILES = (
+    click.option("--junit", type=click.Path(dir_okay=False, path_type=Path),
+                 help="Also write the limits' verdicts as JUnit XML to this file (one test case per step and limit)."),
+    click.option("--markdown", type=click.Path(dir_okay=False, path_type=Path),
+                 help="Also write a short Markdown summary of the verdicts (a pull-request comment) to this file."),
+)
+
+
+def _options(*options: Any) -> Callable:
+    """Apply click options in the order given (each a click.option, or a gate LimitOption)."""
+    def decorate(command: Callable) -> Callable:
+        for o in reversed(options):
+            if isinstance(o, LimitOption):
+                o = click.option(o.flag, o.param, metavar="MS" if o.unit == "ms" else "PERCENT" if o.unit else "TPS",
+                                 help=o.help)
+            command = o(command)
+        return command
+    return decorate
 
 
 def _done(out: Path, analysis) -> None:
@@ -18,56 +41,69 @@ def _done(out: Path, analysis) -> None:
     click.echo(f"esbperf: report in {out / 'report.html'}")
 
 
+def _report_and_gate(runs: tuple[Path, ...], out: Path | None, compare: bool, junit: Path | None,
+                     markdown: Path | None, limit_values: dict[str, Any]) -> None:
+    """Write the report; with limits, judge it (bad input refused before anything is written),
+    print the failures and the headline, write --junit and --markdown, exit 1 on a failure."""
+    from esbperf.analysis import gate
+    from esbperf.analysis.report import build_report, default_out_dir
+
+    limits = gate.parse_limits(limit_values)
+    if out is None and (junit or markdown):     # chosen now, so that the files are kept out of it
+        out = default_out_dir(list(runs), "compare" if compare else "report")
+    gate.check_output_files({"--junit": junit, "--markdown": markdown}, out, limits)
+    verdicts: list = []
+
+    def judge(analysis) -> None:
+        verdicts.extend(gate.judge(analysis, [r.name for r in analysis.runs], limits))
+
+    out, analysis = build_report(list(runs), out, compare=compare, check=judge if limits else None)
+    _done(out, analysis)
+    if not limits:
+        return
+    names = [r.name for r in analysis.runs]
+    what = (f"every later run against {names[0]}" if any(not lim.absolute for lim in limits) else
+            f"{', '.join(names)}") + f"; {', '.join(f'{lim.label} {lim.bound}' for lim in limits)}"
+    if junit:
+        gate.write_junit(verdicts, junit, suite=f"esbperf gate {names[0]}")
+    if markdown:
+        gate.write_markdown(verdicts, markdown, what)
+    for v in verdicts:
+        if v.failed:
+            click.echo(f"  FAIL {v.message}")
+    written = [str(p) for p in (junit, markdown) if p]
+    click.echo(f"esbperf: {gate.headline(verdicts)}" + (f"; written to {', '.join(written)}" if written else ""))
+    if any(v.failed for v in verdicts):
+        raise SystemExit(1)
+
+
 @click.command()
 @click.argument("runs", nargs=-1, required=True, type=RUN_ARG)
-@OUT_OPTION
-def report(runs: tuple[Path, ...], out: Path | None) -> None:
+@_options(OUT_OPTION, *ABSOLUTE_OPTIONS, *GATE_FILES)
+def report(runs: tuple[Path, ...], out: Path | None, junit: Path | None, markdown: Path | None,
+           **limits: str | None) -> None:
     """Summarise RUNS (results folders): summary.csv, graphs and a self-contained report.html.
 
     Several runs of one plan are drawn in the same graphs (an ESB beside the `direct` baseline).
-    Default folder: RUN/report (report-2, … if taken) for one run, ./report-<UTC time> for several."""
-    from esbperf.analysis.report import build_report
+    Default folder: RUN/report (report-2, … if taken) for one run, ./report-<UTC time> for several.
 
-    _done(*build_report(list(runs), out))
+    With a --max-*/--min-* limit, every step of every run is held to it (iterations pooled, as
+    the report shows them): exit 1 when one breaks a limit."""
+    _report_and_gate(runs, out, False, junit, markdown, limits)
 
 
 @click.command()
 @click.argument("runs", nargs=-1, required=True, type=RUN_ARG)
-@OUT_OPTION
-@click.option("--max-tps-drop", metavar="PERCENT", help="Fail when a step's TPS fell by more than this (e.g. 5%).")
-@click.option("--max-p99-rise", metavar="PERCENT", help="Fail when a step's p99 rose by more than this (e.g. 10%).")
-@click.option("--max-mean-rise", metavar="PERCENT", help="Fail when a step's mean response time rose by more.")
-@click.option("--junit", type=click.Path(dir_okay=False, path_type=Path),
-              help="Also write the gate's verdicts as JUnit XML to this file.")
-def compare(runs: tuple[Path, ...], out: Path | None, max_tps_drop: str | None, max_p99_rise: str | None,
-            max_mean_rise: str | None, junit: Path | None) -> None:
+@_options(OUT_OPTION, *RELATIVE_OPTIONS, *ABSOLUTE_OPTIONS, *GATE_FILES)
+def compare(runs: tuple[Path, ...], out: Path | None, junit: Path | None, markdown: Path | None,
+            **limits: str | None) -> None:
     """Overlay RUNS of one plan in the same graphs, with a table of ratios to the first run.
 
     For ESB vs baseline give the `direct` run first; for before vs after, the run before.
     Runs of different plans are refused. Default folder: ./compare-<UTC time>.
 
-    With a --max-* limit, compare is a regression gate: every later run is judged against the
-    first, step by step; a move beyond the limit fails (exit 1) unless both runs have iterations
-    and the move is inside their noise (95 % confidence interval of the difference)."""
-    from esbperf.analysis import gate
-    from esbperf.analysis.report import build_report
-
-    checks = gate.limits(*(None if v is None else gate.parse_percent(v, o) for v, o in (
-        (max_tps_drop, "--max-tps-drop"), (max_p99_rise, "--max-p99-rise"), (max_mean_rise, "--max-mean-rise"))))
-    if junit and not checks:
-        raise click.UsageError("--junit needs a limit (--max-tps-drop, --max-p99-rise or --max-mean-rise)")
-    out, analysis = build_report(list(runs), out, compare=True)
-    _done(out, analysis)
-    if not checks:
-        return
-    base, *later = [r.name for r in analysis.runs]
-    verdicts = [v for new in later for v in gate.gate(analysis.summary, base, new, checks)]
-    if junit:
-        gate.write_junit(verdicts, junit, suite=f"esbperf gate {base}")
-    failed = [v for v in verdicts if v.failed]
-    for v in failed:
-        click.echo(f"  FAIL {v.message}")
-    click.echo(f"esbperf: gate {'failed' if failed else 'passed'}: {len(failed)} of {len(verdicts)} check(s) "
-               f"broke a limit" + (f"; JUnit XML in {junit}" if junit else ""))
-    if failed:
-        raise SystemExit(1)
+    With a --max-*-rise/--max-tps-drop limit, compare is a regression gate: every later run is
+    judged against the first, step by step; a move beyond the limit fails (exit 1) unless it is
+    inside the noise (TPS and mean: Student's t over iterations; percentiles: order-statistic
+    intervals of the pooled data). Absolute limits hold every step of every run to a line."""
+    _report_and_gate(runs, out, True, junit, markdown, limits)

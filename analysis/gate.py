@@ -1,73 +1,231 @@
-"""The regression gate of `esbperf compare`: did NEW get slower than BASE beyond a threshold?
+"""The gate: pass/fail limits a CI job holds runs to (`esbperf compare` and `esbperf report`,
+docs/regression-gate.md).
 
-A step breaks the gate when its figure moved the wrong way by more than the threshold (the
-mean over iterations, NEW against BASE) and, where both runs have two or more iterations, the
-move is outside the noise: the 95 % confidence interval of the difference of the two means
-(pooled two-sample t) does not include zero. A drop the iterations cannot tell from noise passes, and says so.
-With one iteration on either side there is no noise estimate and the threshold alone decides.
+Every limit is judged step by step on the figures the report shows: a step's response-time
+mean and percentiles, error and late-start shares are those of its iterations pooled from their
+data; its TPS is the mean of its iterations.
 
-Steps are matched by what defines them (scenario, target, payload, users, model, rate); a step
-in BASE missing from NEW is a failure (a smaller NEW must not pass by leaving steps out)."""
+- **Relative** limits (`compare --max-tps-drop/--max-p99-rise/--max-mean-rise`) judge every
+  later run (NEW) against the first (BASE). A step breaks one when its figure moved the wrong
+  way by more than the limit and the move is outside the noise: for TPS and the mean, Student's
+  two-sample t over the iterations (REPLICATES_TEST); for a percentile, distribution-free
+  intervals from order statistics of each run's pooled transactions (ORDER_STATISTICS_TEST).
+  Steps are matched by what defines them (scenario, target, payload, users, model, rate, test); a
+  step of BASE that NEW lacks fails (a smaller NEW must not pass by leaving steps out); a NEW
+  that shares no step with BASE, or a single run, is an error: nothing was compared.
+- **Absolute** limits (`--max-p99-ms`, `--max-mean-ms`, `--max-error-percent`,
+  `--max-late-start-percent`, `--min-tps`) hold every step of every run to a fixed line; a
+  figure that is missing (no transaction) fails. A limit that applies to no step is an error.
+
+The verdicts are printed, and written as JUnit XML (one test case per step and limit) and as a
+short Markdown summary for a pull request."""
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from xml.sax.saxutils import quoteattr, escape
+from typing import Any, Iterable, Protocol
+from xml.sax.saxutils import escape, quoteattr
 
 import polars as pl
 
-from esbperf.analysis.stats import t_quantile
+from esbperf.analysis.stats import KEYS, PERCENTILES, StepHistograms, distribution_figures, t_quantile
 from esbperf.core.errors import EsbperfError
+from esbperf.results.histogram import Histogram
 
-STEP_FIELDS = ("scenario", "target", "payload_bytes", "users", "model", "rate")
+# What defines a step across runs (and the Grinder test, for a user's script of several).
+STEP_FIELDS = ("scenario", "target", "payload_bytes", "users", "model", "rate", "test")
+CONFIDENCE = 0.95
+# Percentile figures (aggregate.csv's `rt_p99_ms`, …) and their percentile.
+PERCENTILE_FIGURES = {f"rt_{name}_ms": p for name, p in PERCENTILES.items()}
+# How a relative limit tells a move from noise, said in every message, the JUnit file and the docs.
+REPLICATES_TEST = ("Student's two-sample t over the iterations (pooled variance, 95 %): "
+                   "the interval of the difference excludes zero")
+ORDER_STATISTICS_TEST = ("distribution-free 95 % interval of each run's pooled percentile from order "
+                         "statistics (binomial ranks around n·p): the two intervals do not overlap")
+
+
+@dataclass(frozen=True)
+class LimitOption:
+    """A limit as its command-line option defines it."""
+
+    flag: str            # --max-p99-ms
+    figure: str          # an aggregate.csv column
+    label: str           # how messages name the figure
+    worse: int           # +1: higher is worse (times, shares); -1: lower is worse (throughput)
+    absolute: bool       # False: a percentage of BASE's figure
+    unit: str            # of an absolute limit's value: "ms", "%" or "" (TPS)
+    help: str
+    open_only: bool = False   # late starts exist in open-model steps only
+
+    @property
+    def param(self) -> str:
+        """The option's keyword in the click command."""
+        return self.flag.lstrip("-").replace("-", "_")
+
+
+RELATIVE_OPTIONS = (
+    LimitOption("--max-tps-drop", "tps", "TPS", -1, False, "%",
+                "Fail when a step's TPS fell by more than this against the first run (e.g. 5%)."),
+    LimitOption("--max-p99-rise", "rt_p99_ms", "p99", +1, False, "%",
+                "Fail when a step's p99 (iterations pooled) rose by more than this (e.g. 10%)."),
+    LimitOption("--max-mean-rise", "rt_mean_ms", "mean response time", +1, False, "%",
+                "Fail when a step's mean response time rose by more than this (e.g. 10%)."),
+)
+ABSOLUTE_OPTIONS = (
+    LimitOption("--max-p99-ms", "rt_p99_ms", "p99", +1, True, "ms",
+                "Fail a step whose p99 response time (ms, iterations pooled) is above this."),
+    LimitOption("--max-mean-ms", "rt_mean_ms", "mean response time", +1, True, "ms",
+                "Fail a step whose mean response time (ms) is above this."),
+    LimitOption("--max-error-percent", "error_percent", "errors", +1, True, "%",
+                "Fail a step whose failed transactions are more than this share of its starts (%)."),
+    LimitOption("--max-late-start-percent", "late_start_percent", "late starts", +1, True, "%",
+                "Fail an open-model step whose starts later than due are more than this share (%).", open_only=True),
+    LimitOption("--min-tps", "tps", "TPS", -1, True, "",
+                "Fail a step whose TPS (mean over its iterations) is below this."),
+)
 
 
 @dataclass(frozen=True)
 class Limit:
-    figure: str          # a summary.csv column
-    label: str           # how the message names it
-    worse: int           # +1: a rise is worse (latency); -1: a drop is worse (throughput)
-    percent: float
+    option: LimitOption
+    value: float         # relative: a percentage; absolute: the line, in option.unit
+
+    @property
+    def figure(self) -> str:
+        return self.option.figure
+
+    @property
+    def label(self) -> str:
+        return self.option.label
+
+    @property
+    def worse(self) -> int:
+        return self.option.worse
+
+    @property
+    def absolute(self) -> bool:
+        return self.option.absolute
+
+    @property
+    def bound(self) -> str:
+        """The limit as a table shows it: `rise ≤ 10 %`, `≤ 50 ms`, `≥ 800`."""
+        if not self.absolute:
+            return f"{'rise' if self.worse > 0 else 'drop'} ≤ {self.value:g} %"
+        return f"{'≤' if self.worse > 0 else '≥'} {self.value:g}{_unit(self.option.unit)}"
+
+    @property
+    def name(self) -> str:
+        """What a JUnit test case calls the check (after the step)."""
+        return self.label if not self.absolute else f"{self.label} {self.bound}"
+
+
+def _unit(unit: str) -> str:
+    return f" {unit}" if unit else ""
 
 
 @dataclass(frozen=True)
 class Verdict:
+    run: str                      # the run judged (NEW, for a relative limit)
     step: str
     limit: Limit
-    base: float | None
-    new: float | None
-    change_percent: float | None
-    significant: bool | None     # None: no noise estimate (fewer than 2 iterations on a side)
+    base: float | None            # relative: BASE's figure
+    new: float | None             # relative: NEW's figure; absolute: the step's figure
+    change_percent: float | None  # relative only
+    significant: bool | None      # relative: outside the noise; None: no noise estimate, or absolute
     failed: bool
     message: str
 
+    @property
+    def name(self) -> str:
+        return f"{self.step} {self.limit.name}"
 
-def parse_percent(text: str, option: str) -> float:
-    """'5%', '5' or '5.0 %' → 5.0; a clear error otherwise."""
+
+# --- the options ---------------------------------------------------------------------------------
+
+def parse_value(text: str, option: LimitOption) -> float:
+    """A limit's number: '5%', '5', '5.0 %' for percentages, '50' or '50ms' for ms; a one-line
+    error saying what to give otherwise."""
+    what = {"%": "a percentage such as 5%", "ms": "a number of ms such as 50", "": "a number such as 800"}[option.unit]
+    cleaned = str(text).strip()
+    if option.unit and cleaned.endswith(option.unit):
+        cleaned = cleaned[:-len(option.unit)].strip()
     try:
-        value = float(str(text).strip().rstrip("%").strip())
+        value = float(cleaned)
     except ValueError:
-        raise EsbperfError(f"{option} {text!r}: give a percentage such as 5%") from None
-    if not (0 <= value < 1000) or math.isnan(value):
-        raise EsbperfError(f"{option} {text!r}: the percentage must be between 0 and 1000")
+        raise EsbperfError(f"{option.flag} {text!r}: give {what}") from None
+    # A share is at most 100 %, a relative move below 1000 %; ms and TPS have no top.
+    if option.absolute:
+        in_range, bounds = (value <= 100, "0 to 100") if option.unit == "%" else (True, "0 or more")
+    else:
+        in_range, bounds = value < 1000, "0 to below 1000"
+    if not (math.isfinite(value) and value >= 0 and in_range):
+        raise EsbperfError(f"{option.flag} {text!r}: give {what} ({bounds})")
     return value
 
 
-def limits(max_tps_drop: float | None, max_p99_rise: float | None,
-           max_mean_rise: float | None = None) -> list[Limit]:
-    found = []
-    if max_tps_drop is not None:
-        found.append(Limit("tps", "TPS", -1, max_tps_drop))
-    if max_p99_rise is not None:
-        found.append(Limit("rt_p99_ms", "p99", +1, max_p99_rise))
-    if max_mean_rise is not None:
-        found.append(Limit("rt_mean_ms", "mean response time", +1, max_mean_rise))
-    return found
+def parse_limits(values: dict[str, Any], options: Iterable[LimitOption] = RELATIVE_OPTIONS + ABSOLUTE_OPTIONS
+                 ) -> list[Limit]:
+    """The limits given on the command line: `values` by the options' keywords (click's), None
+    where not given."""
+    return [Limit(o, parse_value(values[o.param], o)) for o in options if values.get(o.param) is not None]
 
 
-def _values(frame: pl.DataFrame, figure: str) -> list[float]:
-    return [v for v in frame[figure].to_list() if v is not None and not math.isnan(v)]
+def check_output_files(files: dict[str, Path | None], out: Path | None, limits: list[Limit]) -> None:
+    """--junit and --markdown need a limit, and never write into a report folder: neither the one
+    being written (--out) nor an earlier one (a folder holding report.html)."""
+    given = {flag: Path(path) for flag, path in files.items() if path is not None}
+    if given and not limits:
+        flags = " and ".join(given)
+        raise EsbperfError(f"{flags} needs a limit (e.g. --max-p99-ms 50, or with compare --max-tps-drop 5%)")
+    if len({p.absolute() for p in given.values()}) < len(given):
+        raise EsbperfError(f"{' and '.join(given)} name the same file; give each its own")
+    for flag, path in given.items():
+        where = path.absolute()
+        if where.is_dir():
+            raise EsbperfError(f"{flag} {path}: is a folder; give a file name")
+        if out is not None and Path(out).absolute() in where.parents:
+            raise EsbperfError(f"{flag} {path}: inside the report folder {out}; reports are written whole, once "
+                               "(give a path outside it)")
+        if (where.parent / "report.html").exists():
+            raise EsbperfError(f"{flag} {path}: {where.parent} is a report folder, and reports are never written "
+                               "into again; give a path outside it")
+
+
+# --- the figures -----------------------------------------------------------------------------------
+
+class Figures(Protocol):
+    """What the gate reads of an analysis (analysis/report.py's Analysis has these)."""
+
+    summary: pl.DataFrame                      # one row per step and iteration
+    aggregate: pl.DataFrame                    # one row per run and step, iterations pooled
+    histograms: dict[tuple, StepHistograms]    # stats.KEYS values -> iterations pooled
+
+
+# The figures the report takes from a step's pooled distributions (response times, percentiles).
+_POOLED_FROM_HISTOGRAMS = set(distribution_figures(StepHistograms()))
+
+
+@dataclass
+class _Step:
+    """One step of one run: its iterations (summary rows) and its pooled distributions."""
+
+    iterations: pl.DataFrame
+    pooled: StepHistograms | None
+
+    def values(self, figure: str) -> list[float]:
+        """The figure of each iteration."""
+        return [v for v in self.iterations[figure].to_list() if v is not None and not math.isnan(v)]
+
+    def figure(self, figure: str) -> float | None:
+        """As the report shows it: pooled from the data where the report pools it, else the mean
+        of the iterations."""
+        if self.pooled is not None and figure in _POOLED_FROM_HISTOGRAMS:
+            return distribution_figures(self.pooled)[figure]
+        values = self.values(figure)
+        return sum(values) / len(values) if values else None
+
 
 
 def difference_half_width(a: list[float], b: list[float]) -> float | None:
@@ -84,70 +242,258 @@ def difference_half_width(a: list[float], b: list[float]) -> float | None:
     return t_quantile(0.975, dof) * math.sqrt(squares / dof * (1 / len(a) + 1 / len(b)))
 
 
-def _step_name(row: dict) -> str:
-    where = f"{row['scenario']} {row['target']} {row.get('payload_label') or row['payload_bytes']}"
-    load = f"{row['rate']}/s" if row.get("model") == "open" and row.get("rate") else f"{row['users']} users"
-    return f"{where} {load}"
+def rank_interval(n: int, q: float, confidence: float = CONFIDENCE) -> tuple[int | None, int | None]:
+    """1-based ranks (l, u) of the order statistics X(l) ≤ X(u) that bound a distribution-free
+    `confidence` interval of the q-quantile (0 < q < 1) of n values: the number of values below
+    the quantile is Binomial(n, q), and l, u are the ranks it falls short of or reaches with
+    probability at most (1 − confidence) / 2 each. None on a side where no rank is far enough
+    out (too few values: the interval is open there)."""
+    if n <= 0:
+        return None, None
+    tail = (1 - confidence) / 2
+    spread = math.sqrt(n * q * (1 - q))
+    # The binomial's mass beyond 12 standard deviations (+10) of its mean is far below 1e-20.
+    first, last = max(0, math.floor(n * q - 12 * spread - 10)), min(n, math.ceil(n * q + 12 * spread + 10))
+    log_n, log_q, log_r = math.lgamma(n + 1), math.log(q), math.log1p(-q)
+    cdf, lower, upper = 0.0, None, None
+    for k in range(first, last + 1):
+        cdf += math.exp(log_n - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * log_q + (n - k) * log_r)
+        if cdf <= tail:
+            lower = k + 1                  # P(fewer than k + 1 values below) ≤ tail
+        if upper is None and cdf >= 1 - tail:
+            upper = k + 1                  # P(k + 1 or more values below) ≤ tail
+    return lower, (upper if upper is not None and upper <= n else None)
 
 
-def judge(base: pl.DataFrame, new: pl.DataFrame, limit: Limit, step: str) -> Verdict:
-    """One step, one figure: `base` and `new` hold that step's iterations of each run."""
-    a, b = _values(base, limit.figure), _values(new, limit.figure)
-    if not b:
-        return Verdict(step, limit, None, None, None, None, True,
-                       f"{step}: no {limit.label} in the new run (the step is missing or failed)")
-    if not a:
-        return Verdict(step, limit, None, None, None, None, False,
-                       f"{step}: no {limit.label} in the base run; nothing to compare")
-    mean_a, mean_b = sum(a) / len(a), sum(b) / len(b)
-    change = (mean_b - mean_a) / mean_a * 100 if mean_a else 0.0
-    worse_by = change * limit.worse
-    half = difference_half_width(a, b)
-    significant = None if half is None else abs(mean_b - mean_a) > half
-    beyond = worse_by > limit.percent
+def value_at_rank(h: Histogram, rank: int) -> int:
+    """The rank-th smallest value (1-based) as the report's percentiles read it: its bucket's
+    lower bound, exact below 2048 µs."""
+    seen = 0
+    for lo, n in h.items():
+        seen += n
+        if seen >= rank:
+            return max(lo, h.min)
+    return h.max
+
+
+def percentile_interval(h: Histogram, p: float) -> tuple[float | None, float | None]:
+    """The distribution-free 95 % interval of percentile p of a histogram's values, in ms; None
+    on a side that is open (too few values)."""
+    low, high = rank_interval(h.n, p / 100.0)
+    return tuple(None if r is None else value_at_rank(h, r) / 1000.0 for r in (low, high))
+
+
+def _ms(value: float | None) -> str:
+    return "∞" if value is None else f"{value:.4g}"
+
+
+def _noise(limit: Limit, base: _Step, new: _Step, moved: float) -> tuple[bool | None, str]:
+    """Whether a move of `moved` is outside the noise (None: no estimate), and how the message says so."""
+    p = PERCENTILE_FIGURES.get(limit.figure)
+    if p is not None and base.pooled is not None and new.pooled is not None:
+        (a_lo, a_hi), (b_lo, b_hi) = percentile_interval(base.pooled.response, p), \
+            percentile_interval(new.pooled.response, p)
+        apart = (b_lo is not None and a_hi is not None and b_lo > a_hi) or \
+                (a_lo is not None and b_hi is not None and b_hi < a_lo)
+        where = (f"95 % order-statistic intervals {_ms(a_lo)}–{_ms(a_hi)} and {_ms(b_lo)}–{_ms(b_hi)} ms "
+                 + ("do not overlap" if apart else "overlap"))
+        return apart, where
+    half = difference_half_width(base.values(limit.figure), new.values(limit.figure))
+    if half is None:
+        return None, "one iteration: no noise estimate"
+    return abs(moved) > half, f"noise ±{half:.3g} by Student's t over the iterations"
+
+
+def _judge_relative(limit: Limit, run: str, step: str, base: _Step, new: _Step | None) -> Verdict:
+    a = base.figure(limit.figure)
+    b = None if new is None else new.figure(limit.figure)
+    if b is None:
+        return Verdict(run, step, limit, a, None, None, None, True,
+                       f"{run}: {step}: no {limit.label} in the new run (the step is missing or has no transaction)")
+    if a is None:
+        return Verdict(run, step, limit, None, b, None, None, False,
+                       f"{run}: {step}: no {limit.label} in the base run; nothing to compare")
+    change = (b - a) / a * 100 if a else 0.0
+    beyond = change * limit.worse > limit.value
+    significant, noise = _noise(limit, base, new, b - a)
     failed = beyond and significant is not False
-    direction = "rose" if change >= 0 else "fell"
-    text = (f"{step}: {limit.label} {direction} {abs(change):.1f} % ({mean_a:.4g} → {mean_b:.4g}; "
-            f"limit {limit.percent:g} %")
-    if significant is None:
-        text += ", one iteration: no noise estimate)"
-    elif significant:
-        text += f", outside the noise ±{half:.3g})"
-    else:
-        text += f", inside the noise ±{half:.3g}: not a failure)" if beyond else f", noise ±{half:.3g})"
-    return Verdict(step, limit, mean_a, mean_b, change, significant, failed, text)
+    verdict = ("outside the noise" if significant else "inside the noise: not a failure" if significant is False
+               else "the limit alone decides") if beyond else ""
+    text = (f"{run}: {step}: {limit.label} {'rose' if change >= 0 else 'fell'} {abs(change):.1f} % "
+            f"({a:.4g} → {b:.4g}; limit {limit.value:g} %; {noise}" + (f": {verdict}" if verdict else "") + ")")
+    return Verdict(run, step, limit, a, b, change, significant, failed, text)
 
 
-def gate(summary: pl.DataFrame, base_run: str, new_run: str, checks: list[Limit]) -> list[Verdict]:
-    """Every step of `base_run` against the same step of `new_run`, for each limit."""
+def step_name(row: dict) -> str:
+    where = f"{row['scenario']} {row['target']} {row.get('payload_label') or row['payload_bytes']}"
+    load = f"{row['rate']:g}/s" if row.get("model") == "open" and row.get("rate") else f"{row['users']} users"
+    test = f" test {row['test']}" if (row.get("step_tests") or 1) > 1 else ""
+    return f"{where} {load}{test}"
+
+
+def _pooled(data: Figures, rows: pl.DataFrame) -> StepHistograms | None:
+    if rows.is_empty() or not all(k in rows.columns for k in KEYS):
+        return None
+    first = rows.row(0, named=True)
+    return data.histograms.get(tuple(first[k] for k in KEYS))
+
+
+def compare_runs(data: Figures, base_run: str, new_run: str, limits: list[Limit]) -> list[Verdict]:
+    """Every step of `base_run` against the same step of `new_run`, for each relative limit."""
+    summary = data.summary
     keys = [k for k in STEP_FIELDS if k in summary.columns]
     base = summary.filter(pl.col("run") == base_run)
     new = summary.filter(pl.col("run") == new_run)
     if base.is_empty():
         raise EsbperfError(f"run {base_run} has no steps to gate against")
-    verdicts = []
+    verdicts, compared = [], 0
     for step_keys, base_step in base.group_by(keys, maintain_order=True):
         match = pl.all_horizontal([(pl.col(k) == v) if v is not None else pl.col(k).is_null()
                                    for k, v in zip(keys, step_keys)])
         new_step = new.filter(match)
-        name = _step_name(base_step.row(0, named=True))
-        verdicts.extend(judge(base_step, new_step, limit, name) for limit in checks)
+        compared += not new_step.is_empty()
+        mine = _Step(base_step, _pooled(data, base_step))
+        theirs = None if new_step.is_empty() else _Step(new_step, _pooled(data, new_step))
+        name = step_name(base_step.row(0, named=True))
+        verdicts += [_judge_relative(limit, new_run, name, mine, theirs) for limit in limits]
+    if not compared:
+        raise EsbperfError(f"nothing compared: {new_run} has no step in common with {base_run} (steps match by "
+                           "scenario, target, payload, users, model, rate and test); gate runs of the same steps")
     return verdicts
 
 
+def hold(data: Figures, limits: list[Limit]) -> list[Verdict]:
+    """Every step of every run against each absolute limit (aggregate.csv's figures, the report's)."""
+    verdicts = []
+    for limit in limits:
+        rows = [r for r in data.aggregate.iter_rows(named=True) if not limit.option.open_only or r["model"] == "open"]
+        if not rows:
+            raise EsbperfError(f"{limit.option.flag}: no step it applies to (it limits open-model steps, and these "
+                               "runs have none); leave it out")
+        for r in rows:
+            value = r[limit.figure]
+            value = None if value is None or math.isnan(value) else value
+            unit = _unit(limit.option.unit)
+            name = step_name(r)
+            if value is None:
+                failed, text = True, f"{r['run']}: {name}: no {limit.label} (no transaction); limit {limit.bound}"
+            else:
+                failed = (value - limit.value) * limit.worse > 0
+                side = ("above" if limit.worse > 0 else "below") if failed else "within"
+                text = f"{r['run']}: {name}: {limit.label} {value:.4g}{unit}, {side} the limit {limit.bound}"
+            verdicts.append(Verdict(r["run"], name, limit, None, value, None, None, failed, text))
+    return verdicts
+
+
+def judge(data: Figures, runs: list[str], limits: list[Limit]) -> list[Verdict]:
+    """Every check of `limits`: the relative ones of each later run in `runs` against the first,
+    the absolute ones on every step of every run."""
+    relative = [lim for lim in limits if not lim.absolute]
+    verdicts = []
+    if relative:
+        if len(runs) < 2:
+            flags = ", ".join(lim.option.flag for lim in relative)
+            raise EsbperfError(f"nothing compared: {flags} judge a later run against the first, and one run was "
+                               "given; give BASE and NEW, or hold one run to absolute limits (--max-p99-ms, …)")
+        base, *later = runs
+        for new in later:
+            verdicts += compare_runs(data, base, new, relative)
+    return verdicts + hold(data, [lim for lim in limits if lim.absolute])
+
+
+# --- the outputs -----------------------------------------------------------------------------------
+
+def headline(verdicts: list[Verdict]) -> str:
+    failed = sum(v.failed for v in verdicts)
+    return (f"gate {'failed' if failed else 'passed'}: {failed} of {len(verdicts)} check(s) broke a limit")
+
+
+def noise_tests(limits: list[Limit]) -> list[str]:
+    """The noise tests of these limits' relative ones, in words."""
+    relative = [lim for lim in limits if not lim.absolute]
+    return ([f"TPS and mean: {REPLICATES_TEST}"] if any(lim.figure not in PERCENTILE_FIGURES for lim in relative)
+            else []) + \
+        ([f"percentiles: {ORDER_STATISTICS_TEST}"] if any(lim.figure in PERCENTILE_FIGURES for lim in relative)
+         else [])
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write a whole file or nothing: into a hidden file beside it, then renamed over it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise EsbperfError(f"could not write {path}: {e.strerror or e}") from None
+
+
 def write_junit(verdicts: list[Verdict], path: Path, suite: str) -> None:
-    """JUnit XML, one test case per step and figure, so CI systems list the gate as tests."""
+    """JUnit XML, one test case per step and limit (class: the run judged), so CI systems list
+    the gate as tests; the suite's properties name the noise tests."""
     failures = sum(v.failed for v in verdicts)
     lines = ['<?xml version="1.0" encoding="UTF-8"?>',
              f'<testsuite name={quoteattr(suite)} tests="{len(verdicts)}" failures="{failures}" errors="0">']
+    tests = noise_tests([v.limit for v in verdicts])
+    if tests:
+        lines.append("  <properties>")
+        lines += [f'    <property name="noise test" value={quoteattr(t)}/>' for t in tests]
+        lines.append("  </properties>")
     for v in verdicts:
-        tag = f'failure message={quoteattr(v.message)}' if v.failed else "system-out"
-        body = f'<{tag}>{escape(v.message)}</{tag.split()[0]}>'
-        lines += [f'  <testcase classname={quoteattr(suite)} name={quoteattr(f"{v.step} {v.limit.label}")}>',
-                  f'    {body}', '  </testcase>']
+        body = (f"<failure message={quoteattr(v.message)}>{escape(v.message)}</failure>" if v.failed
+                else f"<system-out>{escape(v.message)}</system-out>")
+        lines += [f'  <testcase classname={quoteattr(v.run)} name={quoteattr(v.name)}>', f'    {body}',
+                  '  </testcase>']
     lines.append('</testsuite>')
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.partial")
-    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_atomically(path, "\n".join(lines) + "\n")
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _value(v: Verdict) -> str:
+    unit = _unit(v.limit.option.unit) if v.limit.absolute else ""
+    if v.limit.absolute:
+        return "–" if v.new is None else f"{v.new:,.4g}{unit}"
+    if v.base is None or v.new is None:
+        return f"{'–' if v.base is None else f'{v.base:,.4g}'} → {'–' if v.new is None else f'{v.new:,.4g}'}"
+    return f"{v.base:,.4g} → {v.new:,.4g} ({v.change_percent:+.1f} %)"
+
+
+def _outcome(v: Verdict) -> str:
+    noise = ("" if v.significant is None or v.limit.absolute else
+             " (outside the noise)" if v.significant else " (inside the noise)")
+    return ("**FAIL**" if v.failed else "pass") + noise
+
+
+def markdown(verdicts: list[Verdict], what: str) -> str:
+    """A headline and a table (step, figure, value, limit, verdict) for a pull-request comment:
+    the failed checks in view, the passed ones folded."""
+    several = len({v.run for v in verdicts}) > 1
+
+    def table(rows: list[Verdict]) -> list[str]:
+        out = ["| step | figure | value | limit | verdict |", "|---|---|---|---|---|"]
+        for v in rows:
+            step = f"{v.run}: {v.step}" if several else v.step
+            out.append("| " + " | ".join(_cell(c) for c in (step, v.limit.label, _value(v), v.limit.bound,
+                                                             _outcome(v))) + " |")
+        return out
+
+    failed = [v for v in verdicts if v.failed]
+    passed = [v for v in verdicts if not v.failed]
+    lines = [f"**esbperf {headline(verdicts)}** ({what})", ""]
+    if failed:
+        lines += table(failed) + [""]
+    if passed:
+        lines += ["<details><summary>" + f"{len(passed)} check(s) passed" + "</summary>", ""] + table(passed) + \
+                 ["", "</details>", ""]
+    lines += [f"Noise tests of the relative limits: {'; '.join(noise_tests([v.limit for v in verdicts]))}."] \
+        if noise_tests([v.limit for v in verdicts]) else []
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write_markdown(verdicts: list[Verdict], path: Path, what: str) -> None:
+    write_atomically(path, markdown(verdicts, what))

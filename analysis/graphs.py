@@ -8,7 +8,14 @@ pool that could not keep its schedule).
 
 Bars: on figures of the pooled data of all iterations (response times, percentiles, latency) the
 range of the per-iteration values; on figures averaged over iterations (TPS, CPU, network) the
-95 % confidence interval. Each graph says which under its x axis.
+95 % confidence interval from 3 iterations on, and with 2 the range of the iterations (min–max):
+a 95 % t interval of 2 values is ± 6.4 times their difference, more quantile than data. Each
+graph says which under its x axis. The y axis is scaled to the plotted values and the
+per-iteration ones, never stretched by a bar: a taller bar is clipped at the axis, and the graph
+says so.
+
+A step of several Grinder tests (a user's script) draws a series per test, labelled with the
+test; the hosts' graphs (one figure per step) draw the step once.
 
 Which steps form a sweep is read from the data, not the plan: the payload sweep is the users count
 with the most payload sizes (1 user in the thesis), the concurrency sweep the payload size with
@@ -17,6 +24,7 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,7 +37,7 @@ import polars as pl  # noqa: E402
 
 from esbperf.analysis.bottleneck import THRESHOLD_PERCENT  # noqa: E402
 from esbperf.analysis.runs import BASELINE_TARGET  # noqa: E402
-from esbperf.analysis.stats import KEYS, POOLED, ROLES, StepHistograms  # noqa: E402
+from esbperf.analysis.stats import KEYS, MIN_ITERATIONS_FOR_CI, POOLED, ROLES, StepHistograms  # noqa: E402
 
 THESIS_CONCURRENCY_PAYLOAD = 100 * 1024
 # Percentiles of the percentile plot, drawn on a "number of nines" axis.
@@ -38,8 +46,22 @@ PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e
 BASELINE_COLOR = "#222222"
 ERRORS_COLOR = "#ff7f0e"
 BEHIND_COLOR = "#7b2cbf"
+# What the bars are, per kind of point (Series.bar_kinds), as each graph says under its x axis.
 CI_BARS = "bars: 95 % confidence interval over iterations"
+ITERATION_RANGE_BARS = (f"bars: range of the iterations (min–max): fewer than {MIN_ITERATIONS_FOR_CI}, "
+                        "no confidence interval")
+MIXED_BARS = (f"bars: 95 % confidence interval ({MIN_ITERATIONS_FOR_CI}+ iterations), range of the "
+              "iterations (min–max) where fewer")
 RANGE_BARS = "bars: range of the per-iteration values (figure: iterations pooled)"
+CLIPPED_BARS = "bars clipped at the axis, which spans the data"
+# Characters of a caption line per inch of figure width (matplotlib's default 10 pt font).
+CAPTION_CHARS_PER_INCH = 12
+# The y axis spans the data and this share of the axis beyond each end the graph does not fix.
+Y_MARGIN = 0.05
+# Panels per row, and a panel's size (inches at 100 dpi): three panels (1080 px) fit the report's
+# 1250 px page unscaled; more hosts wrap into further rows.
+PANELS_PER_ROW = 3
+PANEL_WIDTH, PANEL_HEIGHT = 3.6, 3.6
 # A limit line (link capacity) far above the data would flatten the curves; it is drawn once the
 # data reaches this share of it (the panel's title names the capacity anyway).
 LIMIT_SHOWN_FROM = 0.25
@@ -69,6 +91,8 @@ class Series:
     baseline: bool = False             # the no-ESB `direct` target
     color_key: str = ""                # series of one run share a colour
     linestyle: str = "-"
+    bar_kinds: list[str | None] = field(default_factory=list)   # per point: "ci", "range" (iterations), "pooled"
+    spread: list[tuple[float, float] | None] = field(default_factory=list)   # per point: the iterations' min, max
 
 
 @dataclass
@@ -90,7 +114,7 @@ class Graph:
     xticks: list[tuple[float, str]] = field(default_factory=list)
     ymax: float | None = None          # fixed top of the y axis (percent scales)
     ymin: float | None = 0.0           # bottom of the y axis; None: from the data
-    bars: str = ""                     # what the error bars are (CI_BARS, RANGE_BARS)
+    bars: str = ""                     # what the error bars are (bars_caption), filled by scenario_graphs
     sharey: bool | None = None         # panels share one y axis; default: only on a fixed percent scale
     scenario: str = ""
     plan: str = ""
@@ -120,36 +144,74 @@ def concurrency_sweep_payload(rows: pl.DataFrame) -> int | None:
 
 # --- building the data -------------------------------------------------------------------------
 
-def _bars(g: pl.DataFrame, y: str) -> list[tuple[float, float] | None]:
-    """Error bars of figure `y` per row: the per-iteration range for pooled figures, else the CI."""
-    out = []
+def _bars(g: pl.DataFrame, y: str) -> tuple[list[tuple[float, float] | None], list[str | None]]:
+    """Error bars of figure `y` per row, and their kind: the per-iteration range for pooled
+    figures ("pooled"); else the CI from MIN_ITERATIONS_FOR_CI iterations on ("ci"), the range
+    of the iterations below ("range")."""
+    bars, kinds = [], []
     for r in g.iter_rows(named=True):
+        low, high = r.get(f"{y}_iter_min"), r.get(f"{y}_iter_max")
         if r[y] is None or r["iterations"] < 2:
-            out.append(None)
-        elif y in POOLED:
-            low, high = r[f"{y}_iter_min"], r[f"{y}_iter_max"]
-            out.append(None if low is None else (max(0.0, r[y] - low), max(0.0, high - r[y])))
-        else:
+            bar, kind = None, None
+        elif y not in POOLED and r["iterations"] >= MIN_ITERATIONS_FOR_CI:
             e = r[f"{y}_ci95"]
-            out.append(None if e is None else (e, e))
-    return out
+            bar, kind = (None, None) if e is None else ((e, e), "ci")
+        elif low is None:
+            bar, kind = None, None
+        else:
+            bar, kind = (max(0.0, r[y] - low), max(0.0, high - r[y])), "pooled" if y in POOLED else "range"
+        bars.append(bar)
+        kinds.append(kind)
+    return bars, kinds
+
+
+def _spread(g: pl.DataFrame, y: str) -> list[tuple[float, float] | None]:
+    """The per-iteration values' min and max of figure `y` per row (what the y axis spans)."""
+    low = g[f"{y}_iter_min"].to_list() if f"{y}_iter_min" in g.columns else [None] * g.height
+    high = g[f"{y}_iter_max"].to_list() if f"{y}_iter_max" in g.columns else [None] * g.height
+    return [None if a is None or b is None else (a, b) for a, b in zip(low, high)]
+
+
+def several_tests(rows: pl.DataFrame) -> bool:
+    """Whether the rows hold more than one Grinder test (a user's script): a series per test."""
+    return rows["test"].n_unique() > 1
+
+
+def test_label(r: dict) -> str:
+    """How a series names its Grinder test: 'test 101 (GET index)'; a step whose logs hold no row
+    has none."""
+    if r["test"] is None:
+        return "no test (no row)"
+    return f"test {r['test']}" + (f" ({r['test_name']})" if r.get("test_name") else "")
+
+
+def one_per_step(rows: pl.DataFrame) -> pl.DataFrame:
+    """One row of each step, of no test: for the step's own figures (hosts, GC), the same in
+    each of its tests' rows."""
+    return (rows.unique(subset=[k for k in KEYS if k != "test"], keep="first", maintain_order=True)
+            .with_columns(test=pl.lit(None, dtype=rows.schema["test"])))
 
 
 def _series(rows: pl.DataFrame, x: str, y: str, labels: dict[tuple[str, str], str],
             x_divisor: float = 1.0, suffix: str = "", linestyle: str = "-", by_users: bool = False) -> list[Series]:
-    """A series per (run, target) (and per thread pool with `by_users`) of figure `y` against `x`."""
+    """A series per (run, target) (per thread pool with `by_users`, per test when the rows hold
+    several) of figure `y` against `x`."""
     out = []
     keys = ["run", "target", "users"] if by_users else ["run", "target"]
-    for key, g in rows.group_by(keys, maintain_order=True):
+    per_test = several_tests(rows)
+    for key, g in rows.group_by(keys + (["test"] if per_test else []), maintain_order=True):
         g = g.sort(x)
         if g[y].null_count() == g.height:
             continue
         label = labels[(key[0], key[1])]
         pool = f" ({key[2]} threads)" if by_users else ""
-        out.append(Series(label=label + pool + suffix, x=[v / x_divisor for v in g[x].to_list()],
-                          y=g[y].to_list(), err=_bars(g, y), bottleneck=g["bottleneck"].to_list(),
+        test = f", {test_label(g.row(0, named=True))}" if per_test else ""
+        err, kinds = _bars(g, y)
+        out.append(Series(label=label + pool + test + suffix, x=[v / x_divisor for v in g[x].to_list()],
+                          y=g[y].to_list(), err=err, bottleneck=g["bottleneck"].to_list(),
                           errors=g["has_errors"].to_list(), behind=g["behind_schedule"].to_list(),
-                          baseline=key[1] == BASELINE_TARGET, color_key=label + pool, linestyle=linestyle))
+                          baseline=key[1] == BASELINE_TARGET, color_key=label + pool + test, linestyle=linestyle,
+                          bar_kinds=kinds, spread=_spread(g, y)))
     return out
 
 
@@ -199,10 +261,10 @@ def scenario_graphs(agg: pl.DataFrame, scenario: str, labels: dict[tuple[str, st
         common = dict(xlabel=axis["xlabel"], xscale=axis["xscale"], xticks=axis["xticks"])
         vs = f"vs {'payload size' if sweep_name == 'payload' else 'users'}"
         graphs.append(Graph(f"{stem}-tps-vs-{sweep_name}", f"{scenario}: throughput {vs}",
-                            ylabel="transactions per second (successful)", bars=CI_BARS,
+                            ylabel="transactions per second (successful)",
                             panels=[Panel("", _series(sweep, x, "tps", labels, div))], **common))
         graphs.append(Graph(f"{stem}-response-time-vs-{sweep_name}", f"{scenario}: mean response time {vs}",
-                            ylabel="mean response time (ms), successful transactions", bars=RANGE_BARS,
+                            ylabel="mean response time (ms), successful transactions",
                             panels=[Panel("", _series(sweep, x, "rt_mean_ms", labels, div))], **common))
         graphs += host_graphs(sweep, stem, scenario, sweep_name, vs, x, div, common, labels, links, roles)
     graphs += rate_graphs(rows, stem, scenario, labels, links, roles)
@@ -211,19 +273,71 @@ def scenario_graphs(agg: pl.DataFrame, scenario: str, labels: dict[tuple[str, st
         graphs.append(pct)
     for g in graphs:
         g.scenario = scenario
+        g.bars = bars_caption(g)
     return [g for g in graphs if any(p.series for p in g.panels)]
+
+
+def limit_shown(graph: Graph, panel: Panel) -> bool:
+    """A limit line far above the data would flatten it: drawn on a fixed scale, or once the data
+    reaches LIMIT_SHOWN_FROM of it."""
+    highest = max((y for s in panel.series for y in s.y if y is not None), default=0)
+    return bool(panel.limit) and bool(graph.ymax or highest >= LIMIT_SHOWN_FROM * panel.limit)
+
+
+def y_range(graph: Graph, panel: Panel) -> tuple[float, float] | None:
+    """The panel's y axis: the graph's fixed ends, else the plotted values and the per-iteration
+    values (and a limit line drawn), with Y_MARGIN; never the bars. None without any value."""
+    values = [y for s in panel.series for y in s.y if y is not None]
+    values += [v for s in panel.series for pair in s.spread if pair is not None for v in pair]
+    if limit_shown(graph, panel):
+        values.append(panel.limit)
+    if not values:
+        return None
+    low, high = min(values), max(values)
+    fixed_bottom = graph.ymin if graph.ymin is not None and graph.ymin <= low else None
+    fixed_top = graph.ymax if graph.ymax is not None and graph.ymax >= high else None
+    span = (fixed_top if fixed_top is not None else high) - (fixed_bottom if fixed_bottom is not None else low)
+    margin = Y_MARGIN * (span or abs(high) or 1.0)
+    return (low - margin if fixed_bottom is None else fixed_bottom,
+            high + margin if fixed_top is None else fixed_top)
+
+
+def clipped(graph: Graph, panel: Panel) -> bool:
+    """Whether a bar of the panel reaches beyond its y axis (y_range)."""
+    span = y_range(graph, panel)
+    if span is None:
+        return False
+    bottom, top = span
+    return any(y is not None and e is not None and (y - e[0] < bottom or y + e[1] > top)
+               for s in panel.series for y, e in zip(s.y, s.err))
+
+
+def bars_caption(graph: Graph) -> str:
+    """What the graph's bars are (per kind of point), and whether any is clipped; empty without bars."""
+    kinds = {k for p in graph.panels for s in p.series for k in s.bar_kinds if k}
+    parts = [RANGE_BARS] if "pooled" in kinds else []
+    if {"ci", "range"} <= kinds:
+        parts.append(MIXED_BARS)
+    elif "ci" in kinds:
+        parts.append(CI_BARS)
+    elif "range" in kinds:
+        parts.append(ITERATION_RANGE_BARS)
+    if any(clipped(graph, p) for p in graph.panels):
+        parts.append(CLIPPED_BARS)
+    return "; ".join(parts)
 
 
 def host_graphs(sweep: pl.DataFrame, stem: str, scenario: str, sweep_name: str, vs: str, x: str, div: float,
                 common: dict, labels: dict[tuple[str, str], str], links: dict[str, float],
                 roles: list[str] | tuple[str, ...]) -> list[Graph]:
     """CPU, the watched processes' CPU and network per host, one panel per host."""
+    sweep = one_per_step(sweep)
     graphs = []
     cpu_panels = [Panel(role, _series(sweep, x, f"{role}_cpu_mean", labels, div), limit=THRESHOLD_PERCENT,
                         limit_label="bottleneck threshold") for role in roles]
     graphs.append(Graph(f"{stem}-cpu-vs-{sweep_name}", f"{scenario}: CPU per host {vs} (mean over the window)",
                         ylabel="CPU (% of all cores)", panels=[p for p in cpu_panels if p.series], ymax=100,
-                        bars=CI_BARS, **common))
+                        **common))
     # The ESB and echo JVMs themselves: on one machine every host's CPU above is the machine's.
     # Each panel has its own scale: an echo's 60-100 % must not be cut off at the ESB's.
     proc_panels = [Panel(role, _series(sweep, x, f"{role}_proc_cpu_mean", labels, div)) for role in roles]
@@ -231,19 +345,19 @@ def host_graphs(sweep: pl.DataFrame, stem: str, scenario: str, sweep_name: str, 
         graphs.append(Graph(f"{stem}-process-cpu-vs-{sweep_name}",
                             f"{scenario}: CPU of the ESB and echo processes {vs} (mean over the window)",
                             ylabel="CPU (% of one core)", panels=[p for p in proc_panels if p.series],
-                            bars=CI_BARS, **common))
+                            **common))
     # The ESB JVM's collector (analysis/gc.py). It sits near 100 %: the axis starts from the data.
     graphs.append(Graph(f"{stem}-esb-gc-vs-{sweep_name}", f"{scenario}: ESB GC throughput {vs}",
                         ylabel="GC throughput (% of the window not paused)",
                         panels=[Panel("", _series(sweep, x, "esb_gc_throughput_percent", labels, div))],
-                        ymax=100, ymin=None, bars=CI_BARS, **common))
+                        ymax=100, ymin=None, **common))
     net_panels = [Panel(f"{role} (link {links[role]:g} Mbit/s)" if role in links else role,
                         _series(sweep, x, f"{role}_rx_mbit", labels, div, " rx")
                         + _series(sweep, x, f"{role}_tx_mbit", labels, div, " tx", "--"),
                         limit=links.get(role), limit_label="link capacity") for role in roles]
     graphs.append(Graph(f"{stem}-network-vs-{sweep_name}", f"{scenario}: network per host {vs}",
                         ylabel="Mbit/s (the host's test-network interface)", panels=[p for p in net_panels if p.series],
-                        bars=CI_BARS, **common))
+                        **common))
     return graphs
 
 
@@ -255,7 +369,7 @@ def rate_graphs(rows: pl.DataFrame, stem: str, scenario: str, labels: dict[tuple
     if payload is None:
         return []
     sweep = rows.filter((pl.col("model") == "open") & (pl.col("payload_bytes") == payload))
-    by_users = sweep.group_by("run", "target", "rate").agg(n=pl.len())["n"].max() > 1
+    by_users = sweep.group_by("run", "target", "rate").agg(n=pl.col("users").n_unique())["n"].max() > 1
     label = sweep["payload_label"][0]
     common = dict(xlabel=f"offered load (arrivals/s), {label} payload", xscale="linear", xticks=[])
     panels = []
@@ -266,12 +380,12 @@ def rate_graphs(rows: pl.DataFrame, stem: str, scenario: str, labels: dict[tuple
         panels.append(Panel(name, series))
     graphs = [Graph(f"{stem}-latency-vs-rate", f"{scenario}: latency vs offered load (open model)",
                     ylabel="ms: latency from the due start (solid), service time (dashed)", panels=panels,
-                    bars=RANGE_BARS, **common),
+                    **common),
               Graph(f"{stem}-tps-vs-rate", f"{scenario}: throughput vs offered load (open model)",
                     ylabel="per second: successful transactions (solid), starts (dashed)",
                     panels=[Panel("", _series(sweep, "rate", "tps", labels, by_users=by_users)
                                   + _series(sweep, "rate", "start_rate", labels, suffix=" starts", linestyle="--",
-                                            by_users=by_users))], bars=CI_BARS, **common)]
+                                            by_users=by_users))], **common)]
     vs = "vs offered load"
     return graphs + host_graphs(sweep, stem, scenario, "rate", vs, "rate", 1.0, common, labels, links, roles)
 
@@ -293,11 +407,12 @@ def percentile_graph(rows: pl.DataFrame, scenario: str, labels: dict[tuple[str, 
     payload, users = steps["payload_bytes"][0], steps["users"][0]
     chosen = closed.filter((pl.col("payload_bytes") == payload) & (pl.col("users") == users))
     series = []
+    per_test = several_tests(chosen)
     for r in chosen.iter_rows(named=True):
         hist = histograms.get(tuple(r[k] for k in KEYS))
         if hist is None or not hist.response.n:
             continue
-        label = labels[(r["run"], r["target"])]
+        label = labels[(r["run"], r["target"])] + (f", {test_label(r)}" if per_test else "")
         n = len(PERCENTILE_POINTS)
         series.append(Series(label, [nines(p) for p in PERCENTILE_POINTS],
                              [hist.response.percentile(p) / 1000 for p in PERCENTILE_POINTS], [None] * n,
@@ -323,13 +438,23 @@ def _colors(graphs: list[Graph]) -> dict[str, str]:
     return {k: PALETTE[i % len(PALETTE)] for i, k in enumerate(keys)}
 
 
-def draw(graph: Graph, out_dir: Path, colors: dict[str, str] | None = None) -> dict[str, Path]:
-    """Draw `graph` to <out_dir>/<name>.png and .svg; returns {format: path}."""
-    colors = colors or _colors([graph])
+def grid(panels: int) -> tuple[int, int]:
+    """(rows, columns) of a graph's panels: at most PANELS_PER_ROW a row, so that a figure of
+    many hosts (load hosts besides the five) keeps readable panels instead of one long row."""
+    rows = math.ceil(panels / PANELS_PER_ROW)
+    return rows, math.ceil(panels / rows)          # balanced: four panels are 2 × 2, not 3 + 1
+
+
+def figure(graph: Graph, colors: dict[str, str]) -> Figure:
+    """`graph` drawn and laid out (panels in rows, see grid), ready to save."""
     n = len(graph.panels)
-    fig = Figure(figsize=(max(6.4, 3.3 * n), 4.4), layout="constrained")
+    rows, columns = grid(n)
+    fig = Figure(figsize=(max(6.4, PANEL_WIDTH * columns), 4.4 + PANEL_HEIGHT * (rows - 1)), layout="constrained")
     sharey = graph.ymax is not None if graph.sharey is None else graph.sharey
-    axes = fig.subplots(1, n, squeeze=False, sharey=sharey)[0]
+    axes = list(fig.subplots(rows, columns, squeeze=False, sharey=sharey).flat)
+    for unused in axes[n:]:          # the last row's empty places
+        fig.delaxes(unused)
+    axes = axes[:n]
     fig.suptitle(graph.title)
     for ax, panel in zip(axes, graph.panels):
         marked: set[str] = set()
@@ -354,8 +479,7 @@ def draw(graph: Graph, out_dir: Path, colors: dict[str, str] | None = None) -> d
                                       **{k: v for k, v in style.items() if k != "label"})
                     mark.set_gid(f"{kind}-{slug(s.label)}")
                     marked.add(kind)
-        highest = max((y for s in panel.series for y in s.y if y is not None), default=0)
-        if panel.limit and (graph.ymax or highest >= LIMIT_SHOWN_FROM * panel.limit):
+        if limit_shown(graph, panel):
             ax.axhline(panel.limit, color="grey", linestyle="-.", linewidth=1, label=panel.limit_label)
         ax.set_title(panel.title)
         ax.set_xscale(graph.xscale)
@@ -363,17 +487,30 @@ def draw(graph: Graph, out_dir: Path, colors: dict[str, str] | None = None) -> d
             ax.set_xticks([t for t, _ in graph.xticks], [lbl for _, lbl in graph.xticks],
                           rotation=45 if n > 1 else 0)   # narrow panels: 50KB and 100KB would overlap
             ax.minorticks_off()
-        bars = any(e is not None for s in panel.series for e in s.err)
-        ax.set_xlabel(graph.xlabel + (f"\n{graph.bars}" if bars and graph.bars else ""))
         ax.grid(True, alpha=0.3)
-        ax.set_ylim(bottom=graph.ymin, top=graph.ymax)
+        span = y_range(graph, panel)      # the data's, not the bars'
+        if span is None:
+            ax.set_ylim(bottom=graph.ymin, top=graph.ymax)
+        else:
+            ax.set_ylim(*span)
     graph.ylims = [tuple(ax.get_ylim()) for ax in axes]
-    axes[0].set_ylabel(graph.ylabel)
+    bars = any(e is not None for panel in graph.panels for s in panel.series for e in s.err)
+    # Several panels share one x label under them all (one each ran into its neighbours'), and
+    # panels in several rows one y label.
+    caption = textwrap.fill(graph.bars, int(fig.get_figwidth() * CAPTION_CHARS_PER_INCH))   # bars_caption may be long
+    (axes[0].set_xlabel if n == 1 else fig.supxlabel)(graph.xlabel + (f"\n{caption}" if bars and graph.bars else ""))
+    (axes[0].set_ylabel if rows == 1 else fig.supylabel)(graph.ylabel)
     axes[-1].legend(fontsize="small")
-    out_dir.mkdir(parents=True, exist_ok=True)
     # Lay the figure out once, not once per format: the layout is a third of the drawing time.
     fig.get_layout_engine().execute(fig)
     fig.set_layout_engine("none")
+    return fig
+
+
+def draw(graph: Graph, out_dir: Path, colors: dict[str, str] | None = None) -> dict[str, Path]:
+    """Draw `graph` to <out_dir>/<name>.png and .svg; returns {format: path}."""
+    fig = figure(graph, colors or _colors([graph]))
+    out_dir.mkdir(parents=True, exist_ok=True)
     files = {}
     for fmt in ("png", "svg"):
         files[fmt] = out_dir / f"{graph.name}.{fmt}"

@@ -16,6 +16,7 @@ from esbperf import __version__
 from esbperf.analysis import compare as comparing
 from esbperf.analysis import graphs
 from esbperf.analysis.runs import Run
+from esbperf.analysis.stats import MIN_ITERATIONS_FOR_CI
 
 if TYPE_CHECKING:
     from esbperf.analysis.report import Analysis
@@ -25,9 +26,13 @@ body { font-family: sans-serif; margin: 1.5em auto; max-width: 1250px; color: #2
 h1 { font-size: 1.5em; } h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; margin-top: 2em; }
 table { border-collapse: collapse; margin: .5em 0 1em; font-size: .88em; }
 th, td { border: 1px solid #ccc; padding: .2em .5em; text-align: right; vertical-align: top; }
-th { background: #f0f0f0; } td.text, th.text { text-align: left; overflow-wrap: anywhere; }
+th { background: #f0f0f0; } td.text, th.text, td.value, th.value { text-align: left; }
+td.value { overflow-wrap: anywhere; min-width: 12em; }
+.table-wrap { max-width: 100%; overflow-x: auto; margin: .5em 0 1em; } .table-wrap table { margin: 0; }
 tr.bottleneck td { background: #fde8e8; }
-.warnings li { margin: .3em 0; } .warnings { background: #fff6e0; border: 1px solid #e0c070; padding: .5em 2em; }
+.warnings { background: #fff6e0; border: 1px solid #e0c070; padding: .3em 1em; }
+.warnings details, .warnings p { margin: .4em 0; } .warnings summary { cursor: pointer; }
+.warnings ul { margin: .3em 0 .6em; padding-left: 1.5em; font-size: .9em; } .warnings .count { font-weight: bold; }
 .ok { background: #e8f6e8; border: 1px solid #9c9; padding: .5em 1em; }
 .graphs { display: flex; flex-wrap: wrap; gap: 1em; }
 figure { margin: 0; flex: 0 1 calc(50% - .5em); } figure.wide { flex-basis: 100%; }
@@ -50,10 +55,14 @@ def with_ci(mean: Any, ci: Any, digits: int = 1) -> str:
 
 
 def table(headers: list[str], rows: list[list[str]], text_columns: int = 1,
-          row_classes: list[str] | None = None, text_last: bool = False) -> str:
+          row_classes: list[str] | None = None, text_last: bool = False, value_class: str = "") -> str:
+    """A table in a box of its own that scrolls sideways when the table is wider than the page:
+    cells break only between words, so no column is squeezed below its longest word. The first
+    `text_columns` columns (and the last with `text_last`) are labels, left-aligned; the others
+    get `value_class` ("value": free text that may break anywhere, e.g. long paths)."""
     def cell(tag: str, i: int, content: str) -> str:
         text = i < text_columns or (text_last and i == len(headers) - 1)
-        cls = ' class="text"' if text else ""
+        cls = ' class="text"' if text else f' class="{value_class}"' if value_class else ""
         return f"<{tag}{cls}>{content}</{tag}>"
 
     head = "".join(cell("th", i, escape(h)) for i, h in enumerate(headers))
@@ -61,7 +70,8 @@ def table(headers: list[str], rows: list[list[str]], text_columns: int = 1,
     for n, row in enumerate(rows):
         cls = f' class="{row_classes[n]}"' if row_classes and row_classes[n] else ""
         body.append(f"<tr{cls}>" + "".join(cell("td", i, c) for i, c in enumerate(row)) + "</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return (f"<div class=\"table-wrap\"><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody>"
+            "</table></div>")
 
 
 def _flatten(data: dict, prefix: str = "") -> dict[str, str]:
@@ -87,7 +97,8 @@ def _runs_section(analysis: "Analysis") -> str:
             ["finished steps"] + [str(len(r.steps)) for r in runs],
             ["unfinished steps skipped"] + [str(r.unfinished_steps) for r in runs]]
     rows += [[escape(k)] + [escape(e.get(k, "–")) for e in envs] for k in keys]
-    return "<h2 id=\"runs\">Runs and environment</h2>" + table(["", *[r.name for r in runs]], rows, len(runs) + 1)
+    return ("<h2 id=\"runs\">Runs and environment</h2>"
+            + table(["", *[r.name for r in runs]], rows, 1, value_class="value"))
 
 
 # run.json `calibration` per payload (esbperf/run/calibration.py's summary), in this order.
@@ -125,10 +136,24 @@ def _plan_section(plan: str, run: Run) -> str:
 
 
 def _warnings_section(analysis: "Analysis") -> str:
+    """The validity warnings by kind (analysis/validity.py's ValidityWarning): one line each
+    saying what and for how many steps (or runs), the steps folded under it."""
     if not analysis.warnings:
         return "<h2 id=\"validity\">Validity</h2><p class=\"ok\">No validity warning.</p>"
-    items = "".join(f"<li>{escape(w)}</li>" for w in analysis.warnings)
-    return f"<h2 id=\"validity\">Validity warnings</h2><ul class=\"warnings\">{items}</ul>"
+    kinds: dict[str, list] = {}
+    for n, warning in enumerate(analysis.warnings):     # a plain str is a kind of its own
+        kinds.setdefault(getattr(warning, "kind", None) or f"warning-{n}", []).append(warning)
+    blocks = []
+    for kind, members in kinds.items():
+        items = [item for w in members for item in getattr(w, "items", ())]
+        if not items:
+            blocks.append(f"<p id=\"validity-{escape(kind)}\">{escape(members[0])}</p>")
+            continue
+        unit = f"{members[0].unit}{'' if len(items) == 1 else 's'}"
+        listed = "".join(f"<li>{escape(item)}</li>" for item in items)
+        blocks.append(f"<details id=\"validity-{escape(kind)}\"><summary><span class=\"count\">{len(items)} "
+                      f"{unit}</span>: {escape(members[0].what)}</summary><ul>{listed}</ul></details>")
+    return (f"<h2 id=\"validity\">Validity warnings</h2><div class=\"warnings\">{''.join(blocks)}</div>")
 
 
 def _spread(r: dict, name: str, digits: int = 1) -> str:
@@ -139,52 +164,100 @@ def _spread(r: dict, name: str, digits: int = 1) -> str:
     return f"{fmt(r[name], digits)} <span class=\"muted\">({fmt(low, digits)}–{fmt(high, digits)})</span>"
 
 
+def _averaged(r: dict, name: str, digits: int = 1) -> str:
+    """A figure averaged over iterations: ± its 95 % confidence interval from
+    MIN_ITERATIONS_FOR_CI iterations on, below that the range of the iterations in brackets."""
+    if r["iterations"] >= MIN_ITERATIONS_FOR_CI:
+        return with_ci(r[name], r[f"{name}_ci95"], digits)
+    return _spread(r, name, digits)
+
+
+def _spread_note(agg: pl.DataFrame) -> str:
+    """What a table's brackets and ± are, for the iterations its rows have."""
+    counts = set(agg["iterations"].to_list())
+    if max(counts) < 2:
+        return "<p class=\"muted\">One iteration: no spread to show.</p>"
+    notes = ["In brackets: the range of the per-iteration values (min–max)."]
+    if max(counts) >= MIN_ITERATIONS_FOR_CI:
+        notes.append("± is the 95 % confidence interval over iterations (Student t) of the figures averaged "
+                     "over them (TPS, threads, CPU, GC).")
+    if any(2 <= n < MIN_ITERATIONS_FOR_CI for n in counts):
+        notes.append(f"With fewer than {MIN_ITERATIONS_FOR_CI} iterations those figures show the range of the "
+                     "iterations too, not a confidence interval (one of 2 values is ± 6.4 times their difference).")
+    return f"<p class=\"muted\">{' '.join(notes)}</p>"
+
+
+def _test_cells(r: dict, per_test: bool) -> list[str]:
+    """The test column of a table whose steps hold several Grinder tests (a user's script)."""
+    return [escape(graphs.test_label(r))] if per_test else []
+
+
+def _xcheck_cells(r: dict) -> list[str]:
+    """wrk's figures beside the step's (step.json `xcheck`), or why wrk did not run."""
+    if r["xcheck_tps"] is None:
+        reason = f"skipped: {r['xcheck_skipped']}" if r["xcheck_skipped"] else "–"
+        return [escape(reason), "–", "–", "–"]
+    wrk = " / ".join(fmt(r[f"xcheck_{k}_ms"], 3) for k in ("mean", "p50", "p99"))
+    diff = r["xcheck_mean_diff_ms"]
+    return [_averaged(r, "xcheck_tps"), fmt(r["xcheck_tps_ratio"], 2), wrk,
+            "–" if diff is None else f"{diff:+.3f}"]
+
+
+XCHECK_HEADERS = ["wrk TPS", "TPS ÷ wrk", "wrk mean / p50 / p99 ms", "mean − wrk ms"]
+
+
 def _marks(r: dict) -> list[str]:
     return (["bottleneck: " + r["bottlenecks"]] if r["bottleneck"] else []) + \
-        (["errors"] if r["has_errors"] else []) + (["behind schedule"] if r["behind_schedule"] else [])
+        (["errors"] if r["has_errors"] else []) + (["behind schedule"] if r["behind_schedule"] else []) + \
+        (["cross-check failed"] if r["xcheck_failed"] else [])
 
 
 def _scenario_table(analysis: "Analysis", runs: list[Run], scenario: str) -> str:
     names = [r.name for r in runs]
     agg = (analysis.aggregate.filter(pl.col("scenario") == scenario, pl.col("run").is_in(names),
                                      pl.col("model") == "closed")
-           .sort("payload_bytes", "users", "run", "target"))
+           .sort("payload_bytes", "users", "run", "target", "test"))
     if not agg.height:
         return ""
-    headers = ["series", "payload", "users", "iterations", "threads seen", "TPS", "mean RT ms", "p50", "p90", "p99",
-               "p99.9", "errors %", "failed: mean ms", "failed: p99 ms", "ESB host CPU %", "ESB JVM CPU % of a core",
+    per_test = graphs.several_tests(agg)
+    crosschecked = agg["xcheck_tps"].is_not_null().any() or (agg["xcheck_skipped"] != "").any()
+    headers = ["series", *(["test"] if per_test else []), "payload", "users", "iterations", "threads seen", "TPS",
+               "mean RT ms", "p50", "p90", "p99", "p99.9", "errors %", "failed: mean ms", "failed: p99 ms",
+               *(XCHECK_HEADERS if crosschecked else []), "ESB host CPU %", "ESB JVM CPU % of a core",
                "ESB GC throughput %", "ESB GC p99 pause ms", "marks"]
     rows, classes = [], []
     for r in agg.iter_rows(named=True):
-        rows.append([escape(analysis.labels[(r["run"], r["target"])]), escape(r["payload_label"]), fmt(r["users"]),
-                     fmt(r["iterations"]), with_ci(r["threads_seen"], r["threads_seen_ci95"]),
-                     with_ci(r["tps"], r["tps_ci95"]), _spread(r, "rt_mean_ms", 3),
+        rows.append([escape(analysis.labels[(r["run"], r["target"])]), *_test_cells(r, per_test),
+                     escape(r["payload_label"]), fmt(r["users"]),
+                     fmt(r["iterations"]), _averaged(r, "threads_seen"),
+                     _averaged(r, "tps"), _spread(r, "rt_mean_ms", 3),
                      *(_spread(r, f"rt_{p}_ms", 3) for p in ("p50", "p90", "p99", "p99_9")),
                      _spread(r, "error_percent", 2), fmt(r["failed_rt_mean_ms"], 3), fmt(r["failed_rt_p99_ms"], 3),
-                     with_ci(r["esb_cpu_mean"], r["esb_cpu_mean_ci95"]),
-                     with_ci(r["esb_proc_cpu_mean"], r["esb_proc_cpu_mean_ci95"]),
-                     with_ci(r["esb_gc_throughput_percent"], r["esb_gc_throughput_percent_ci95"], 2),
-                     with_ci(r["esb_gc_pause_p99_ms"], r["esb_gc_pause_p99_ms_ci95"], 2),
+                     *(_xcheck_cells(r) if crosschecked else []),
+                     _averaged(r, "esb_cpu_mean"), _averaged(r, "esb_proc_cpu_mean"),
+                     _averaged(r, "esb_gc_throughput_percent", 2), _averaged(r, "esb_gc_pause_p99_ms", 2),
                      escape("; ".join(_marks(r))) or "no"])
-        classes.append("bottleneck" if r["bottleneck"] else "")
-    return table(headers, rows, 3, classes, text_last=True)
+        classes.append("bottleneck" if r["bottleneck"] or r["xcheck_failed"] else "")
+    return _spread_note(agg) + table(headers, rows, 4 if per_test else 3, classes, text_last=True)
 
 
 def _open_table(analysis: "Analysis", runs: list[Run], scenario: str) -> str:
     names = [r.name for r in runs]
     agg = (analysis.aggregate.filter(pl.col("scenario") == scenario, pl.col("run").is_in(names),
                                      pl.col("model") == "open")
-           .sort("payload_bytes", "rate", "users", "run", "target"))
+           .sort("payload_bytes", "rate", "users", "run", "target", "test"))
     if not agg.height:
         return ""
-    headers = ["series", "payload", "offered /s", "threads", "iterations", "started /s", "TPS", "latency p50 ms",
+    per_test = graphs.several_tests(agg)
+    headers = ["series", *(["test"] if per_test else []), "payload", "offered /s", "threads", "iterations",
+               "started /s", "TPS", "latency p50 ms",
                "latency p99 ms", "latency p99.9 ms", "service p50 ms", "service p99 ms", "late starts %",
                "max lag ms", "errors %", "marks"]
     rows, classes = [], []
     for r in agg.iter_rows(named=True):
-        rows.append([escape(analysis.labels[(r["run"], r["target"])]), escape(r["payload_label"]), fmt(r["rate"], 1),
-                     fmt(r["users"]), fmt(r["iterations"]), with_ci(r["start_rate"], r["start_rate_ci95"]),
-                     with_ci(r["tps"], r["tps_ci95"]),
+        rows.append([escape(analysis.labels[(r["run"], r["target"])]), *_test_cells(r, per_test),
+                     escape(r["payload_label"]), fmt(r["rate"], 1),
+                     fmt(r["users"]), fmt(r["iterations"]), _averaged(r, "start_rate"), _averaged(r, "tps"),
                      *(_spread(r, f"lat_{p}_ms", 3) for p in ("p50", "p99", "p99_9")),
                      *(_spread(r, f"rt_{p}_ms", 3) for p in ("p50", "p99")),
                      _spread(r, "late_start_percent", 2), _spread(r, "max_lag_ms", 1), _spread(r, "error_percent", 2),
@@ -192,7 +265,12 @@ def _open_table(analysis: "Analysis", runs: list[Run], scenario: str) -> str:
         classes.append("bottleneck" if r["bottleneck"] or r["behind_schedule"] else "")
     return ("<p class=\"muted\">Open model: requests due at a fixed rate. Latency counts from each request's "
             "due start (corrected for coordinated omission); the service time from its actual start.</p>"
-            + table(headers, rows, 2, classes, text_last=True))
+            f"<p>{OPEN_NOT_CROSSCHECKED}</p>"
+            + _spread_note(agg) + table(headers, rows, 3 if per_test else 2, classes, text_last=True))
+
+
+OPEN_NOT_CROSSCHECKED = ("Open-model steps are not cross-checked against wrk: wrk keeps a fixed number of "
+                         "connections busy (a closed model), so its figures answer another question.")
 
 
 def _figure(graph, folder: Path) -> str:
@@ -231,11 +309,12 @@ def render(analysis: "Analysis", kind: str, folder: Path) -> str:
     parts = [
         f"<h1>esbperf {kind}: {escape(labels)}</h1>",
         f"<p class=\"muted\">Generated {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())} by esbperf "
-        f"{escape(__version__)}. Files: <a href=\"summary.csv\">summary.csv</a> (one row per step and "
-        f"iteration), <a href=\"aggregate.csv\">aggregate.csv</a> (iterations pooled: mean and 95 % "
+        f"{escape(__version__)}. Files: <a href=\"summary.csv\">summary.csv</a> (one row per step, "
+        f"iteration and test), <a href=\"aggregate.csv\">aggregate.csv</a> (iterations pooled: mean and 95 % "
         f"confidence interval, Student t)"
         + (", <a href=\"ratios.csv\">ratios.csv</a>" if analysis.ratios is not None else "")
-        + ", <a href=\"histograms.csv\">histograms.csv</a> (every step's full µs histograms).</p>",
+        + ", <a href=\"histograms.csv\">histograms.csv</a> (every step's full µs histograms), "
+        "<a href=\"hlog/\">hlog/</a> (each step's HdrHistogram interval logs, one histogram a second).</p>",
         _warnings_section(analysis),
         _ratios_section(analysis),
     ]
@@ -246,7 +325,7 @@ def render(analysis: "Analysis", kind: str, folder: Path) -> str:
             parts.append("<p class=\"muted\">TPS counts successful transactions only; response times and "
                          "percentiles are those of successful transactions, pooled over iterations from their "
                          "data, with the range of the per-iteration values in brackets; the failed transactions' "
-                         "own times are beside them. ± is the 95 % confidence interval over iterations. "
+                         "own times are beside them. "
                          "A dotted black line is the no-ESB baseline.</p>")
             parts.append(_scenario_table(analysis, runs, scenario))
             parts.append(_open_table(analysis, runs, scenario))

@@ -14,11 +14,13 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import polars as pl
 
 from esbperf.analysis import compare as comparing
 from esbperf.analysis import graphs as graphing
+from esbperf.analysis.hlog import FOLDER as HLOG_FOLDER, write_hlogs
 from esbperf.analysis.page import render
 from esbperf.analysis.runs import Run, label_runs, load_runs
 from esbperf.analysis.stats import StepHistograms, aggregate, analyse_step, summary_frame
@@ -39,7 +41,7 @@ class Analysis:
     roles: list[str]                                 # host roles of the runs: the five and load hosts
     summary: pl.DataFrame
     aggregate: pl.DataFrame
-    step_histograms: dict[tuple, StepHistograms]     # (run, step_dir) -> one iteration's distributions
+    step_histograms: dict[tuple, StepHistograms]     # (run, step_dir, test) -> one iteration's distributions
     histograms: dict[tuple, StepHistograms]          # stats.KEYS values -> iterations pooled
     labels: dict[tuple[str, str], str]               # (run, target) -> series label
     ratios: pl.DataFrame | None
@@ -60,9 +62,9 @@ def analyse(run_dirs: list[Path], with_ratios: bool = False) -> Analysis:
     rows, step_histograms = [], {}
     for run in runs:
         for step in run.steps:
-            row, histograms = analyse_step(run, step, roles)
-            rows.append(row)
-            step_histograms[(run.name, row["step_dir"])] = histograms
+            for row, histograms in analyse_step(run, step, roles):
+                rows.append(row)
+                step_histograms[(run.name, row["step_dir"], row["test"])] = histograms
     summary = summary_frame(rows)
     agg, pooled = aggregate(summary, step_histograms, roles)
     links: dict[str, float] = {}
@@ -82,6 +84,16 @@ def analyse(run_dirs: list[Path], with_ratios: bool = False) -> Analysis:
     ratios = comparing.ratios(agg, runs) if with_ratios else None
     return Analysis(runs, plans, roles, summary, agg, step_histograms, pooled, labels, ratios, graphs,
                     validity_warnings(plans, summary, roles))
+
+
+def histograms_frame(step_histograms: dict[tuple, StepHistograms]) -> pl.DataFrame:
+    """histograms.csv: export_frame's rows with the Grinder test of each (tests are never pooled)."""
+    tests = dict.fromkeys(test for _, _, test in step_histograms)
+    frames = [export_frame({(run, step_dir): {"response": h.response, "failed": h.failed, "latency": h.latency}
+                            for (run, step_dir, t), h in step_histograms.items() if t == test})
+              .with_columns(test=pl.lit(test, dtype=pl.Int64)) for test in tests]
+    frame = pl.concat(frames) if frames else export_frame({}).with_columns(test=pl.lit(None, dtype=pl.Int64))
+    return frame.select("run", "step_dir", "test", "kind", "value_us", "count")
 
 
 def default_out_dir(runs_dirs: list[Path], kind: str) -> Path:
@@ -110,14 +122,18 @@ def write_report(run_dirs: list[Path], out: Path | None = None, compare: bool = 
     return build_report(run_dirs, out, compare)[0]
 
 
-def build_report(run_dirs: list[Path], out: Path | None = None,
-                 compare: bool = False) -> tuple[Path, Analysis]:
-    """write_report, also returning what was analysed (for the CLI's summary)."""
+def build_report(run_dirs: list[Path], out: Path | None = None, compare: bool = False,
+                 check: Callable[[Analysis], None] | None = None) -> tuple[Path, Analysis]:
+    """write_report, also returning what was analysed (for the CLI's summary). `check` is called
+    with the analysis before anything is written: an error it raises (the gate refusing its
+    limits) leaves no report behind."""
     run_dirs = [Path(p) for p in run_dirs]
     kind = "compare" if compare else "report"
     if out is not None:
         _check_out_dir(Path(out))
     analysis = analyse(run_dirs, with_ratios=compare)
+    if check is not None:
+        check(analysis)
     out = Path(out) if out is not None else default_out_dir(run_dirs, kind)
     _check_out_dir(out)   # again: the folder may have appeared while we analysed
     partial = out.parent / f".partial-{out.name}-{os.getpid()}"
@@ -128,8 +144,8 @@ def build_report(run_dirs: list[Path], out: Path | None = None,
     try:
         analysis.summary.write_csv(partial / "summary.csv", float_precision=CSV_DECIMALS)
         analysis.aggregate.write_csv(partial / "aggregate.csv", float_precision=CSV_DECIMALS)
-        export_frame({key: {"response": h.response, "failed": h.failed, "latency": h.latency}
-                      for key, h in analysis.step_histograms.items()}).write_csv(partial / "histograms.csv")
+        histograms_frame(analysis.step_histograms).write_csv(partial / "histograms.csv")
+        write_hlogs(analysis, partial / HLOG_FOLDER)
         if analysis.ratios is not None:
             analysis.ratios.write_csv(partial / "ratios.csv", float_precision=CSV_DECIMALS)
         graphing.draw_all(analysis.graphs, partial / "graphs")

@@ -19,6 +19,10 @@ BASELINE_TARGET = "direct"
 # step.json fields the analysis cannot do without, and their types.
 REQUIRED_STEP_FIELDS = {"scenario": str, "target": str, "payload_bytes": int, "users": int,
                         "iteration": int, "warmup_end_ms": int, "end_ms": int}
+# step.json `xcheck` (the runner's wrk cross-check of a closed-model step): its figures, those
+# the analysis needs first; or `skipped` with the reason.
+XCHECK_FIGURES = ("tps", "mean_ms", "p50_ms", "p99_ms")
+XCHECK_REQUIRED = ("tps", "mean_ms")
 
 
 @dataclass
@@ -58,6 +62,13 @@ class Step:
     def link_mbit(self, role: str) -> float | None:
         value = self.host(role).get("link_mbit")
         return value if isinstance(value, (int, float)) and value > 0 else None
+
+    @property
+    def xcheck(self) -> dict[str, Any] | None:
+        """The wrk cross-check (step.json `xcheck`, checked on loading); None when the run was not
+        asked for one."""
+        value = self.meta.get("xcheck")
+        return value if isinstance(value, dict) else None
 
 
 @dataclass
@@ -119,9 +130,32 @@ def _check_step(path: Path, meta: dict[str, Any]) -> None:
     if meta.get("model") == "open" and (isinstance(rate, bool) or not isinstance(rate, (int, float)) or rate <= 0):
         raise EsbperfError(f"{path}: field 'rate' must be a positive number of arrivals per second in an "
                            f"open-model step, got {rate!r}")
+    _check_xcheck(path, meta)
     if meta["end_ms"] <= meta["warmup_end_ms"]:
         raise EsbperfError(f"{path}: empty measurement window (end_ms {meta['end_ms']} <= "
                            f"warmup_end_ms {meta['warmup_end_ms']})")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+
+
+def _check_xcheck(path: Path, meta: dict[str, Any]) -> None:
+    """`xcheck`, when there: {"skipped": reason}, or wrk's figures as non-negative numbers."""
+    if "xcheck" not in meta or meta["xcheck"] is None:
+        return
+    xcheck = meta["xcheck"]
+    if not isinstance(xcheck, dict):
+        raise EsbperfError(f"{path}: field 'xcheck' must be an object (wrk's figures, or 'skipped' with the "
+                           f"reason), got {xcheck!r}")
+    if "skipped" in xcheck:
+        if not isinstance(xcheck["skipped"], str) or not xcheck["skipped"]:
+            raise EsbperfError(f"{path}: field 'xcheck.skipped' must say why in words, got {xcheck['skipped']!r}")
+        return
+    for name in XCHECK_FIGURES:
+        value = xcheck.get(name)
+        if (value is not None or name in XCHECK_REQUIRED) and not _number(value):
+            raise EsbperfError(f"{path}: field 'xcheck.{name}' must be a non-negative number, got {value!r}")
 
 
 def _name_of(value: Any) -> str:

@@ -1,6 +1,7 @@
 """Statistics, each figure defined once: histograms -> mean, deviation, percentiles; a step ->
-one summary.csv row (with its checks: the open model's schedule, Little's law, the console's
-count); iterations -> pooled distributions and means with 95 % confidence intervals."""
+summary.csv rows, one per Grinder test (with their checks: the open model's schedule, Little's
+law, the console's count, the wrk cross-check); iterations -> pooled distributions and means
+with 95 % confidence intervals."""
 from __future__ import annotations
 
 import math
@@ -13,19 +14,21 @@ import polars as pl
 from esbperf.analysis.bottleneck import THRESHOLD_PERCENT  # noqa: F401  (re-exported for graphs and tables)
 from esbperf.analysis.gc import GC_FIGURES, GC_ROLES, GcStats, gc_stats
 from esbperf.analysis.monitor import HostStats, host_stats
-from esbperf.analysis.runs import Run, Step
+from esbperf.analysis import stalls
+from esbperf.analysis.runs import BASELINE_TARGET, Run, Step
 from esbperf.core.errors import EsbperfError
 from esbperf.core.plan import parse_size
-from esbperf.core.roles import FIXED as FIXED_ROLES
-from esbperf.results.datalog import LogStats, log_stats
+from esbperf.core.roles import BACKENDS, FIXED as FIXED_ROLES
+from esbperf.core.scenarios import contract
+from esbperf.results.datalog import LogStats, RowStats, log_stats
 from esbperf.results.histogram import Histogram, nearest_rank
 from esbperf.results.layout import data_logs, gc_file, monitor_file
 
 ROLES = FIXED_ROLES   # client, esb, ws1, ws2, ws3; a report adds the load hosts its runs have
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}
 LATENCY_PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p99_9": 99.9}
-# What identifies a step across iterations (summary.csv adds `iteration`).
-KEYS = ["run", "scenario", "target", "payload_bytes", "payload_label", "users", "model", "rate"]
+# What identifies a step's test across iterations (summary.csv adds `iteration`).
+KEYS = ["run", "scenario", "target", "payload_bytes", "payload_label", "users", "model", "rate", "test"]
 
 # The open model: a pool keeps its schedule unless its start rate falls short of the offered
 # rate by more than SCHEDULE_SHORTFALL, or its start lag grows over the window (mean lag of the
@@ -40,6 +43,15 @@ LITTLE_TOLERANCE = 0.10
 CONSOLE_TOLERANCE = 0.10
 # A step shorter than this many console sample intervals gives the console too few samples.
 MIN_SAMPLES_PER_STEP = 10
+# The wrk cross-check of a closed-model step (step.json `xcheck`): esbperf's TPS must reach this
+# share of wrk's, and its mean response time be within the larger of this share of wrk's mean
+# and this floor (wrk reports whole µs; sub-0.1 ms means differ by the clients' own costs).
+XCHECK_MIN_TPS_RATIO = 0.9
+XCHECK_MEAN_SHARE = 0.10
+XCHECK_MEAN_FLOOR_MS = 0.03
+# Below this many iterations a t interval is mostly the t quantile (12.7 with one degree of
+# freedom): tables and graphs show the range of the iterations (min–max) instead.
+MIN_ITERATIONS_FOR_CI = 3
 
 
 # --- one step ---------------------------------------------------------------------------------
@@ -61,7 +73,7 @@ class StepHistograms:
     latency: Histogram | None = None                              # open model: corrected latency
 
     @classmethod
-    def of(cls, logs: LogStats) -> "StepHistograms":
+    def of(cls, logs: RowStats) -> "StepHistograms":
         return cls(logs.response, logs.failed_response, logs.latency)
 
     @classmethod
@@ -126,8 +138,10 @@ def outside_clock_us(run: Run, payload_bytes: int) -> float | None:
 def little(row: dict) -> tuple[float | None, float | None]:
     """Little's law: the users the step's completions and times account for, as a share of
     `users` (low and high estimate: whole-ms `Test time` is truncated, up to 1 ms short per
-    transaction; µs times are not)."""
-    if not row["starts"] or row["all_mean_us"] is None:
+    transaction; µs times are not). Undefined in a step of several tests: tests may nest (a page
+    test wrapping request tests times the same seconds twice), and the logs do not say whether
+    they do."""
+    if row["step_tests"] > 1 or not row["starts"] or row["all_mean_us"] is None:
         return None, None
     rate = row["starts"] / row["window_s"]
     extra = (row["outside_clock_us"] or 0.0) + row["think_us"]
@@ -145,10 +159,12 @@ def little_disagrees(row: dict) -> bool:
 
 
 def behind_schedule(row: dict) -> bool:
-    """An open-model step whose pool could not keep the schedule (see SCHEDULE_SHORTFALL)."""
+    """An open-model step whose pool could not keep the schedule (see SCHEDULE_SHORTFALL). The
+    offered rate is of the script's runs: a test's own start rate is held against it only in a
+    step of one test."""
     if row["model"] != "open":
         return False
-    short = row["start_rate"] < (1 - SCHEDULE_SHORTFALL) * row["rate"]
+    short = row["step_tests"] == 1 and row["start_rate"] < (1 - SCHEDULE_SHORTFALL) * row["rate"]
     growing = row["lag_growth_ms"] is not None and row["lag_growth_ms"] / 1000 > LAG_GROWTH_SHARE * row["window_s"]
     return short or growing
 
@@ -201,75 +217,178 @@ def _pause_p99_ms(g: GcStats) -> float | None:
     return pauses[nearest_rank(99.0, len(pauses)) - 1]
 
 
-def step_row(run: Run, step: Step, logs: LogStats, hosts: dict[str, HostStats],
-             roles: Iterable[str] = ROLES, gcs: dict[str, GcStats] | None = None) -> dict:
-    """One summary.csv row (see docs/analysis.md for every column)."""
+def scenario_test(scenario: str) -> tuple[int, str] | None:
+    """The Grinder test number and description of an esbperf scenario (grinder-scripts/contract.py:
+    one test per scenario); None for a user's script."""
+    for name, number, description in contract().SCENARIOS:
+        if name == scenario:
+            return number, description
+    return None
+
+
+def console_counts(console: dict, test: int | None, several: bool) -> tuple[Any, Any, str]:
+    """(Tests, Errors, description) of `test` in the console's statistics (step.json `console`:
+    its per-test rows, else its totals when the step has one test only)."""
+    columns = console.get("columns") or []
+    for entry in console.get("tests") or []:
+        if isinstance(entry, dict) and entry.get("test") == test and test is not None:
+            values = dict(zip(columns, entry.get("statistics") or []))
+            return values.get("Tests"), values.get("Errors"), str(entry.get("description") or "")
+    if several:
+        return None, None, ""
+    totals = dict(zip(columns, console.get("totals") or []))
+    return totals.get("Tests"), totals.get("Errors"), ""
+
+
+XCHECK_COLUMNS = ("xcheck_tps", "xcheck_mean_ms", "xcheck_p50_ms", "xcheck_p99_ms", "xcheck_tps_ratio",
+                  "xcheck_mean_diff_ms")
+
+
+def xcheck_fails(tps_ratio: float | None, mean_diff_ms: float | None, wrk_mean_ms: float | None) -> bool | None:
+    """Whether esbperf's figures disagree with wrk's (XCHECK_* above); None when neither can be told."""
+    if tps_ratio is None and mean_diff_ms is None:
+        return None
+    slow = tps_ratio is not None and tps_ratio < XCHECK_MIN_TPS_RATIO
+    allowed = max(XCHECK_MEAN_SHARE * (wrk_mean_ms or 0.0), XCHECK_MEAN_FLOOR_MS)
+    return slow or (mean_diff_ms is not None and abs(mean_diff_ms) > allowed)
+
+
+def xcheck_columns(step: Step, tps: float, rt_mean_ms: float | None) -> dict[str, Any]:
+    """The wrk cross-check's columns of a step: wrk's figures, esbperf's against them, the verdict,
+    or the reason it was skipped; empty when the run was not asked for one."""
+    row: dict[str, Any] = {**dict.fromkeys(XCHECK_COLUMNS), "xcheck_skipped": "", "xcheck_failed": None}
+    x = step.xcheck
+    if x is None:
+        return row
+    if "skipped" in x:
+        row["xcheck_skipped"] = x["skipped"]
+        return row
+    row.update({f"xcheck_{name}": None if x.get(name) is None else float(x[name])
+                for name in ("tps", "mean_ms", "p50_ms", "p99_ms")})
+    row["xcheck_tps_ratio"] = tps / row["xcheck_tps"] if row["xcheck_tps"] else None
+    row["xcheck_mean_diff_ms"] = None if rt_mean_ms is None else rt_mean_ms - row["xcheck_mean_ms"]
+    row["xcheck_failed"] = xcheck_fails(row["xcheck_tps_ratio"], row["xcheck_mean_diff_ms"], row["xcheck_mean_ms"])
+    return row
+
+
+def step_rows(run: Run, step: Step, logs: LogStats, hosts: dict[str, HostStats],
+              roles: Iterable[str] = ROLES, gcs: dict[str, GcStats] | None = None) -> list[dict]:
+    """summary.csv's rows of a step: one per Grinder test of its data logs, never two tests added
+    together; the step's own figures (window, threads, hosts, GC) repeated in each (see
+    docs/analysis.md for every column). A step whose logs hold no row at all gets one row, of its
+    scenario's test when it is esbperf's."""
+    own = scenario_test(step.meta["scenario"])
+    tests: dict[int | None, RowStats] = dict(logs.tests) or {own[0] if own else None: logs}
+    shared = _step_columns(run, step, logs, hosts, roles, gcs)
+    console = step.meta.get("console") if isinstance(step.meta.get("console"), dict) else {}
+    rows = []
+    for number, part in tests.items():
+        console_tests, console_errors, description = console_counts(console, number, len(tests) > 1)
+        if not description and own and own[0] == number:
+            description = own[1]
+        row = {**shared["head"], "test": number, "test_name": description, "step_tests": len(tests),
+               **_test_columns(run, step, part, shared["head"]["window_s"])}
+        row.update(shared["tail"])
+        row["console_tests"], row["console_errors"] = console_tests, console_errors
+        row["behind_schedule"] = behind_schedule(row)
+        low = little(row)[0]
+        row["little_users"] = None if low is None else low * row["users"]
+        row["little_ratio"] = low
+        row.update(xcheck_columns(step, row["tps"], row["rt_mean_ms"]))
+        row.update(stall_columns(part.response, target_cpu_percent(row, roles)))
+        row.update(shared["end"])
+        rows.append(row)
+    return rows
+
+
+def target_cpu_percent(row: dict, roles: Iterable[str]) -> float | None:
+    """The CPU of the step's target's process (% of one core): the ESB's JVM; for the baseline, the
+    busiest echo's. None when no monitor watched it."""
+    watched = ["esb"] if row["target"] != BASELINE_TARGET else [r for r in roles if r in BACKENDS]
+    values = _numbers([row.get(f"{r}_proc_cpu_mean") for r in watched])
+    return max(values) if values else None
+
+
+def stall_columns(response: Histogram, cpu_percent: float | None) -> dict:
+    """`stall_share`: the share of successful transactions piled up at a delayed-ACK timer;
+    `delayed_ack_stall`: whether that is the step's signature (analysis/stalls.py)."""
+    return {"stall_share": stalls.share_in_bands(response)[0], "delayed_ack_stall": stalls.stalls(response, cpu_percent)}
+
+
+def _test_columns(run: Run, step: Step, part: RowStats, window_s: float) -> dict:
+    """The columns of one test's rows (or, in a step of one test, of all of them)."""
+    m = step.meta
+    starts = part.starts
+    think_ms = m.get("think_ms")
+    return {
+        "transactions": part.transactions, "errors": part.errors, "starts": starts,
+        "error_percent": 100.0 * part.errors / starts if starts else None,
+        "error_statuses": ";".join(f"{s}:{n}" for s, n in sorted(part.error_statuses.items())),
+        "tps": part.transactions / window_s,
+        "start_rate": starts / window_s,
+        **distribution_figures(StepHistograms.of(part)),
+        "late_starts": part.late_starts,
+        "late_start_percent": 100.0 * part.late_starts / starts if part.late_starts is not None and starts else None,
+        "max_lag_ms": None if part.max_lag_us is None else part.max_lag_us / 1000.0,
+        "lag_growth_ms": (None if part.lag_first_us is None or part.lag_last_us is None
+                          else (part.lag_last_us - part.lag_first_us) / 1000.0),
+        "request_bytes_per_s": None if part.request_bytes is None else part.request_bytes / window_s,
+        "response_bytes_per_s": None if part.response_bytes is None else part.response_bytes / window_s,
+        "all_mean_us": ((part.response.total + part.failed_response.total) / starts if starts else None),
+        "outside_clock_us": outside_clock_us(run, m["payload_bytes"]),
+        "think_us": 1000.0 * think_ms if isinstance(think_ms, (int, float)) and not isinstance(think_ms, bool) else 0.0,
+        "warmup_rows": part.warmup_rows, "late_rows": part.late_rows,
+    }
+
+
+def _step_columns(run: Run, step: Step, logs: LogStats, hosts: dict[str, HostStats],
+                  roles: Iterable[str], gcs: dict[str, GcStats] | None) -> dict[str, dict]:
+    """The columns of the step as a whole, the same in each of its tests' rows: `head` (what the
+    step is), `tail` (its threads, logs and hosts) and `end` (its verdicts and folder)."""
     m = step.meta
     window_s = (m["end_ms"] - m["warmup_end_ms"]) / 1000.0
-    starts = logs.starts
-    think_ms = m.get("think_ms")
-    row = {
+    head = {
         "run": run.name, "plan": run.plan_name, "scenario": m["scenario"], "target": m["target"],
         "payload_bytes": m["payload_bytes"], "payload_label": step.payload_label, "users": m["users"],
         "model": step.model, "rate": step.rate,
         "processes": m.get("processes"), "threads": m.get("threads"), "iteration": m["iteration"],
-        "window_s": window_s, "transactions": logs.transactions, "errors": logs.errors, "starts": starts,
-        "error_percent": 100.0 * logs.errors / starts if starts else None,
-        "error_statuses": ";".join(f"{s}:{n}" for s, n in sorted(logs.error_statuses.items())),
-        "tps": logs.transactions / window_s,
-        "start_rate": starts / window_s,
-        "rt_source": logs.rt_source,
-        **distribution_figures(StepHistograms.of(logs)),
-        "late_starts": logs.late_starts,
-        "late_start_percent": 100.0 * logs.late_starts / starts if logs.late_starts is not None and starts else None,
-        "max_lag_ms": None if logs.max_lag_us is None else logs.max_lag_us / 1000.0,
-        "lag_growth_ms": (None if logs.lag_first_us is None or logs.lag_last_us is None
-                          else (logs.lag_last_us - logs.lag_first_us) / 1000.0),
-        "request_bytes_per_s": None if logs.request_bytes is None else logs.request_bytes / window_s,
-        "response_bytes_per_s": None if logs.response_bytes is None else logs.response_bytes / window_s,
+        "window_s": window_s, "rt_source": logs.rt_source,
+    }
+    tail = {
         "threads_seen": logs.threads,
         "threads_by_file": ";".join(f"{f}:{n}" for f, n in sorted(logs.threads_by_file.items())),
-        "all_mean_us": ((logs.response.total + logs.failed_response.total) / starts if starts else None),
-        "outside_clock_us": outside_clock_us(run, m["payload_bytes"]),
-        "think_us": 1000.0 * think_ms if isinstance(think_ms, (int, float)) and not isinstance(think_ms, bool) else 0.0,
         "log_files": logs.files, "malformed_lines": logs.malformed_lines,
         "malformed_by_file": ";".join(f"{f}:{n}" for f, n in sorted(logs.malformed_by_file.items())),
-        "warmup_rows": logs.warmup_rows, "late_rows": logs.late_rows,
         "network_faults": network_faults(step),
     }
-    row["behind_schedule"] = behind_schedule(row)
-    row["little_users"] = None if little(row)[0] is None else little(row)[0] * row["users"]
-    row["little_ratio"] = little(row)[0]
     for role in roles:
         h = hosts.get(role) or HostStats(role)
-        row.update({f"{role}_cpu_mean": h.cpu_mean, f"{role}_cpu_max": h.cpu_max,
-                    f"{role}_proc_cpu_mean": h.proc_cpu_mean, f"{role}_proc_cpu_max": h.proc_cpu_max,
-                    f"{role}_rx_mbit": h.rx_mbit, f"{role}_tx_mbit": h.tx_mbit, f"{role}_interface": h.interface,
-                    f"{role}_link_percent": h.link_percent, f"{role}_gap_s": h.gap_ms / 1000.0})
+        tail.update({f"{role}_cpu_mean": h.cpu_mean, f"{role}_cpu_max": h.cpu_max,
+                     f"{role}_proc_cpu_mean": h.proc_cpu_mean, f"{role}_proc_cpu_max": h.proc_cpu_max,
+                     f"{role}_rx_mbit": h.rx_mbit, f"{role}_tx_mbit": h.tx_mbit, f"{role}_interface": h.interface,
+                     f"{role}_link_percent": h.link_percent, f"{role}_gap_s": h.gap_ms / 1000.0})
     for role in GC_ROLES:
-        row.update(gc_columns(role, (gcs or {}).get(role)))
-    # The console's own count of the measurement: a check that every worker's data log is here.
-    console = m.get("console") if isinstance(m.get("console"), dict) else {}
-    totals = dict(zip(console.get("columns") or [], console.get("totals") or []))
-    row["console_tests"], row["console_errors"] = totals.get("Tests"), totals.get("Errors")
-    row["monitor_missing"] = ";".join(r for r in roles if r not in hosts)
-    row["monitor_malformed_lines"] = sum(h.malformed_lines for h in hosts.values())
+        tail.update(gc_columns(role, (gcs or {}).get(role)))
     verdicts = bottlenecks(hosts)
-    row["bottleneck"] = bool(verdicts)
-    row["bottlenecks"] = ";".join(verdicts)
-    row["step_dir"] = str(step.dir.relative_to(run.dir))
-    return row
+    end = {"monitor_missing": ";".join(r for r in roles if r not in hosts),
+           "monitor_malformed_lines": sum(h.malformed_lines for h in hosts.values()),
+           "bottleneck": bool(verdicts), "bottlenecks": ";".join(verdicts),
+           "step_dir": str(step.dir.relative_to(run.dir))}
+    return {"head": head, "tail": tail, "end": end}
 
 
-def analyse_step(run: Run, step: Step, roles: Iterable[str] | None = None) -> tuple[dict, StepHistograms]:
+def analyse_step(run: Run, step: Step, roles: Iterable[str] | None = None) -> list[tuple[dict, StepHistograms]]:
+    """Each summary.csv row of the step (one per test) with the distributions behind it."""
     roles = list(roles or run.roles)
     logs = log_stats(data_logs(step.dir), step.meta["warmup_end_ms"], step.meta["end_ms"])
     hosts = {role: host_stats(monitor_file(step.dir, role), role, step.link_mbit(role),
-                              step.meta["warmup_end_ms"], step.interface(role))
+                              step.meta["warmup_end_ms"], step.interface(role), step.meta["end_ms"])
              for role in roles if monitor_file(step.dir, role).exists()}
     gcs = {role: gc_stats(gc_file(step.dir, role), role, step.meta["warmup_end_ms"], step.meta["end_ms"])
            for role in GC_ROLES if gc_file(step.dir, role).exists()}
-    return step_row(run, step, logs, hosts, roles, gcs), StepHistograms.of(logs)
+    rows = step_rows(run, step, logs, hosts, roles, gcs)
+    parts = logs.tests or {rows[0]["test"]: logs}
+    return [(row, StepHistograms.of(parts[row["test"]])) for row in rows]
 
 
 # --- many steps ---------------------------------------------------------------------------------
@@ -277,7 +396,8 @@ def analyse_step(run: Run, step: Step, roles: Iterable[str] | None = None) -> tu
 def summary_frame(rows: list[dict]) -> pl.DataFrame:
     """summary.csv's rows as a frame with stable types, sorted for reading."""
     frame = pl.DataFrame(rows, infer_schema_length=None)
-    return frame.sort("run", "scenario", "target", "payload_bytes", "users", "rate", "iteration", nulls_last=False)
+    return frame.sort("run", "scenario", "target", "payload_bytes", "users", "rate", "iteration", "test",
+                      nulls_last=False)
 
 
 @lru_cache(maxsize=None)
@@ -306,6 +426,12 @@ def _numbers(values: Iterable[Any]) -> list[float]:
     return [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
 
 
+def _range(values: Iterable[Any]) -> tuple[float | None, float | None]:
+    """The smallest and largest of the values there are (None without any)."""
+    xs = _numbers(values)
+    return (min(xs), max(xs)) if xs else (None, None)
+
+
 def mean_ci(values: Iterable[float | None]) -> tuple[float | None, float | None]:
     """Mean and half-width of its 95 % confidence interval (None with fewer than 2 values)."""
     xs = _numbers(values)
@@ -319,12 +445,15 @@ def mean_ci(values: Iterable[float | None]) -> tuple[float | None, float | None]
 
 
 def replicated(roles: Iterable[str] = ROLES) -> list[str]:
-    """Figures of a step's iterations as replicates: their mean and 95 % CI (`<figure>_ci95`)."""
+    """Figures of a step's iterations as replicates: their mean, 95 % CI (`<figure>_ci95`) and
+    range (`<figure>_iter_min`, `<figure>_iter_max`). The cross-check's ratio and difference are
+    those of each iteration (esbperf and wrk ran back to back), averaged: a paired comparison."""
     return (["tps", "start_rate", "transactions", "errors", "request_bytes_per_s", "response_bytes_per_s",
              "threads_seen", "little_ratio"]
             + [f"{r}_{m}" for r in roles for m in ("cpu_mean", "cpu_max", "proc_cpu_mean", "proc_cpu_max",
                                                    "rx_mbit", "tx_mbit", "link_percent")]
-            + [f"{r}_{m}" for r in GC_ROLES for m in GC_FIGURES])
+            + [f"{r}_{m}" for r in GC_ROLES for m in GC_FIGURES]
+            + list(XCHECK_COLUMNS))
 
 
 # Figures of the pooled data of all iterations (`<figure>`), each with the spread of its
@@ -346,31 +475,39 @@ def _pooled_counts(group: pl.DataFrame) -> dict[str, Any]:
 
 def aggregate(summary: pl.DataFrame, histograms: dict[tuple, StepHistograms],
               roles: Iterable[str] = ROLES) -> tuple[pl.DataFrame, dict[tuple, StepHistograms]]:
-    """One row per run and step, iterations pooled; `histograms` holds each summary row's
-    distributions by (run, step_dir). Returns the rows and the pooled distributions by KEYS."""
+    """One row per run, step and test, iterations pooled; `histograms` holds each summary row's
+    distributions by (run, step_dir, test). Returns the rows and the pooled distributions by KEYS."""
     rows, pooled = [], {}
     for keys, group in summary.group_by(KEYS, maintain_order=True):
         row = dict(zip(KEYS, keys))
+        row["test_name"] = next((n for n in group["test_name"] if n), "")
+        row["step_tests"] = group["step_tests"].max()
         row["iterations"] = group.height
         sources = sorted(set(group["rt_source"]) - {""})
         row["rt_source"] = "+".join(sources)
         for name in replicated(roles):
-            row[name], row[f"{name}_ci95"] = mean_ci(group[name].to_list())
-        parts = [histograms[(r["run"], r["step_dir"])] for r in group.select("run", "step_dir").iter_rows(named=True)]
+            values = group[name].to_list()
+            row[name], row[f"{name}_ci95"] = mean_ci(values)
+            row[f"{name}_iter_min"], row[f"{name}_iter_max"] = _range(values)
+        parts = [histograms[(r["run"], r["step_dir"], r["test"])]
+                 for r in group.select("run", "step_dir", "test").iter_rows(named=True)]
         pooled[tuple(keys)] = StepHistograms.pooled(parts)
         figures = {**distribution_figures(pooled[tuple(keys)]), **_pooled_counts(group)}
         for name in POOLED:
-            per_iteration = _numbers(group[name].to_list())
             row[name] = figures[name]
-            row[f"{name}_iter_min"] = min(per_iteration) if per_iteration else None
-            row[f"{name}_iter_max"] = max(per_iteration) if per_iteration else None
+            row[f"{name}_iter_min"], row[f"{name}_iter_max"] = _range(group[name].to_list())
         row["malformed_lines"] = group["malformed_lines"].sum()
         row["has_errors"] = bool(group["errors"].sum())
         row["behind_schedule"] = bool(group["behind_schedule"].any())
         row["bottleneck"] = bool(group["bottleneck"].any())
         row["bottlenecks"] = ";".join(sorted({b for s in group["bottlenecks"] for b in s.split(";") if b}))
+        row["xcheck_skipped"] = ";".join(sorted(set(group["xcheck_skipped"]) - {""}))
+        verdicts = [v for v in group["xcheck_failed"].to_list() if v is not None]
+        row["xcheck_failed"] = any(verdicts) if verdicts else None
+        row["stall_share"] = stalls.share_in_bands(pooled[tuple(keys)].response)[0]
+        row["delayed_ack_stall"] = bool(group["delayed_ack_stall"].any())
         rows.append(row)
     if not rows:
         raise EsbperfError("no step to aggregate")
     frame = pl.DataFrame(rows, infer_schema_length=None)
-    return frame.sort("run", "scenario", "target", "payload_bytes", "users", "rate", nulls_last=False), pooled
+    return frame.sort("run", "scenario", "target", "payload_bytes", "users", "rate", "test", nulls_last=False), pooled

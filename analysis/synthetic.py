@@ -72,11 +72,23 @@ def step_dir(run_dir: Path, scenario: str, payload_label: str, users: int, itera
     return run_dir / scenario / payload_label / str(users) / f"iter-{iteration}"
 
 
+def xcheck_record(tps: float, mean_ms: float, connections: int, seconds: float = 10.0, p50_ms: float | None = None,
+                  p99_ms: float | None = None, errors: int = 0, start_ms: int = BASE_MS) -> dict:
+    """step.json `xcheck` as the runner writes it after a closed-model step: wrk against the same
+    target with as many connections as users (p50 and p99 default to the mean and twice it)."""
+    return {"tool": "wrk", "url": "http://198.18.0.20:8280/services/proxy", "connections": connections,
+            "threads": min(connections, 2), "seconds": seconds, "keepalive": True,
+            "requests": round(tps * seconds), "errors": errors, "tps": tps, "mean_ms": mean_ms,
+            "p50_ms": mean_ms if p50_ms is None else p50_ms, "p99_ms": 2 * mean_ms if p99_ms is None else p99_ms,
+            "started_ms": start_ms, "ended_ms": start_ms + round(seconds * 1000)}
+
+
 def write_step(folder: Path, scenario: str, target: str, payload_bytes: int, payload_label: str,
                users: int, iteration: int, start_ms: int = BASE_MS, warmup_s: int = 30,
                duration_s: int = 300, plan: str = "thesis", link_mbit: float | None = 1000,
-               bottlenecks: list | None = None, rate: float | None = None) -> Path:
-    """step.json in the runner's shape, and an empty logs/ folder; with `rate`, an open-model step."""
+               bottlenecks: list | None = None, rate: float | None = None, xcheck: dict | None = None) -> Path:
+    """step.json in the runner's shape, and an empty logs/ folder; with `rate`, an open-model step;
+    with `xcheck`, the wrk cross-check (xcheck_record, or {"skipped": reason})."""
     write_json(folder / "step.json", {
         "scenario": scenario, "target": target, "payload_bytes": payload_bytes, "payload_label": payload_label,
         "users": users, "model": "closed" if rate is None else "open", "rate": rate,
@@ -84,7 +96,8 @@ def write_step(folder: Path, scenario: str, target: str, payload_bytes: int, pay
         "duration_s": duration_s, "warmup_s": warmup_s, "keepalive": True, "timeout_s": 120,
         "start_ms": start_ms, "first_report_ms": start_ms + 500, "warmup_end_ms": start_ms + warmup_s * 1000,
         "end_ms": start_ms + (warmup_s + duration_s) * 1000, "versions": {"grinder": "3.11"}, "hosts": hosts(link_mbit),
-        "target_urls": {}, "bottlenecks": bottlenecks or [], "monitors": {}, "console": {}})
+        "target_urls": {}, "bottlenecks": bottlenecks or [], "monitors": {}, "console": {},
+        **({} if xcheck is None else {"xcheck": xcheck})})
     (folder / "logs").mkdir(parents=True, exist_ok=True)
     return folder
 

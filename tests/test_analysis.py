@@ -19,10 +19,12 @@ import polars as pl
 import pytest
 
 from esbperf.analysis import synthetic
-from esbperf.analysis.graphs import nines
+from esbperf.analysis.graphs import (CLIPPED_BARS, ITERATION_RANGE_BARS, MIXED_BARS, RANGE_BARS, clipped,
+                                     nines, y_range)
 from esbperf.analysis.monitor import host_stats
 from esbperf.analysis.report import analyse, build_report, write_report
-from esbperf.analysis.stats import describe, mean_ci, t_quantile
+from esbperf.analysis.page import OPEN_NOT_CROSSCHECKED
+from esbperf.analysis.stats import XCHECK_MIN_TPS_RATIO, describe, mean_ci, t_quantile, xcheck_fails
 from esbperf.cli import main as cli_main
 from esbperf.core.errors import EsbperfError
 from esbperf.results.datalog import log_stats
@@ -263,7 +265,8 @@ def test_graphs_hold_the_expected_series(tmp_path: Path):
     assert tps_users["camel"].x == [1, 20, 40, 80, 160, 320]
     assert tps_users["camel"].y == pytest.approx([1500 / 25] * 6, rel=0.05)   # 20 of 25 s measured
     assert tps_users["direct"].y == pytest.approx([2000 / 25] * 6, rel=0.05)
-    assert all(e is not None and e[0] == e[1] >= 0 for e in tps_users["camel"].err)   # 2 iterations -> CI
+    # 2 iterations -> their range, which is symmetric about their mean
+    assert all(e is not None and e[0] == pytest.approx(e[1]) and e[0] >= 0 for e in tps_users["camel"].err)
     assert tps_users["camel"].bottleneck == [False] * 5 + [True]
     assert not any(tps_users["direct"].bottleneck)
 
@@ -634,7 +637,7 @@ def test_a_run_of_interleaved_targets_is_drawn_and_compared_as_two_runs(tmp_path
     assert set(series) == {"camel", "direct"} and series["direct"].baseline
     assert series["camel"].y == pytest.approx([2 * 502] * 2) and series["direct"].y == pytest.approx([502] * 2)
     [tps] = [g for g in analysis.graphs if g.name == "proxy-tps-vs-users"]
-    assert all(e is not None for s in tps.panels[0].series for e in s.err) and "confidence" in tps.bars
+    assert all(e is not None for s in tps.panels[0].series for e in s.err) and tps.bars == ITERATION_RANGE_BARS
     assert all(e is not None for s in rt.panels[0].series for e in s.err) and "per-iteration" in rt.bars
     for name in ("proxy-tps-vs-users", "proxy-response-time-vs-users"):
         svg = ET.parse(out / "graphs" / f"{name}.svg")
@@ -740,7 +743,8 @@ def test_littles_law_column_and_warning(tmp_path: Path):
 def test_histograms_csv_holds_every_steps_distribution(run_dir: Path, tmp_path: Path):
     out = write_report([run_dir], tmp_path / "out")
     hist = pl.read_csv(out / "histograms.csv")
-    assert hist.columns == ["run", "step_dir", "kind", "value_us", "count"]
+    assert hist.columns == ["run", "step_dir", "test", "kind", "value_us", "count"]
+    assert set(hist["test"]) == {1}                                      # proxy's Grinder test
     response = hist.filter(pl.col("kind") == "response")
     assert response["count"].sum() == 1000                               # every transaction of the window
     assert response["value_us"].min() == 1000 and response["value_us"].max() <= 1_000_000
@@ -757,3 +761,208 @@ def test_calibration_is_shown_in_the_report(tmp_path: Path):
     html = (write_report([run], tmp_path / "out") / "report.html").read_text()
     section = html[html.index("Client calibration"):html.index("Runs and environment")]
     assert "123.4" in section and "55.5" in section and "250.0" in section
+
+
+# --- issue 23.1: a step's Grinder tests apart ---------------------------------------------------
+
+# A recorded user's script logs the HTTP plugin's columns after Grinder's six.
+USER_SCRIPT_HEADER = ("Thread, Run, Test, Start time (ms since Epoch), Test time, Errors, HTTP response code, "
+                      "HTTP response length")
+PAGE_TESTS = {100: "Page 1", 101: "GET /a", 102: "POST /b"}
+
+
+def page_step(run: Path, users: int, threads: int = 2, runs: int = 100, failed_102: int = 0) -> Path:
+    """A user's script step: each run of each thread is a page (test 100, 10 ms) wrapping two
+    requests (test 101, 4 ms, then test 102, 6 ms), logged as Grinder logs nested tests: the
+    requests first, the page when it ends; one run every 50 ms per thread. The first
+    `failed_102` runs' test 102 fail in every thread. The console's statistics have a row per test."""
+    folder = synthetic.write_step(synthetic.step_dir(run, "browse", "1KB", users, 1), "browse", "camel", 1024, "1KB",
+                                  users, 1, warmup_s=30, duration_s=10)
+    rows = []
+    for k in range(runs):
+        for t in range(threads):
+            start, failed = WARMUP_END + k * 50 + t, int(k < failed_102)
+            rows += [(t, k, 101, start, 4, 0, 200, 512), (t, k, 102, start + 4, 6, failed, 500 if failed else 200, 64),
+                     (t, k, 100, start, 10, 0, 200, 576)]
+    data_log(folder / "logs" / "client-0-data.log", rows, header=USER_SCRIPT_HEADER)
+    starts = runs * threads
+    errors = {100: 0, 101: 0, 102: failed_102 * threads}
+    write_meta(folder, console={"columns": ["Tests", "Errors", "Mean Test Time (ms)"],
+                                "tests": [{"test": n, "description": d,
+                                           "statistics": [starts - errors[n], errors[n], 1.0]}
+                                          for n, d in PAGE_TESTS.items()],
+                                "totals": [3 * starts - sum(errors.values()), sum(errors.values()), 6.7]})
+    synthetic.write_monitor(folder, "esb", T0, WARMUP_END, END, cpu_percent=30.0, rx_mbit=1.0, tx_mbit=1.0)
+    return folder
+
+
+def test_a_page_test_wrapping_two_request_tests_gives_a_row_per_test(tmp_path: Path):
+    run = synthetic.write_run(tmp_path / "script-run", "camel")
+    page_step(run, users=2, failed_102=3)
+    page_step(run, users=3)           # 3 users, 2 threads: a check of the step, judged once
+    stats = log_stats(sorted((synthetic.step_dir(run, "browse", "1KB", 3, 1) / "logs").glob("*-data.log")),
+                      WARMUP_END, END)
+    assert sorted(stats.tests) == [100, 101, 102] and stats.threads == 2
+    assert [stats.tests[n].transactions for n in (100, 101, 102)] == [200] * 3
+
+    out, analysis = build_report([run], tmp_path / "out")
+    summary = pl.read_csv(out / "summary.csv")
+    two = summary.filter(pl.col("users") == 2).sort("test")
+    assert two["test"].to_list() == [100, 101, 102] and two["test_name"].to_list() == list(PAGE_TESTS.values())
+    assert two["transactions"].to_list() == [200, 200, 194]        # never 594: no test is added to another
+    assert two["errors"].to_list() == [0, 0, 6]
+    assert two["tps"].to_list() == pytest.approx([20.0, 20.0, 19.4])
+    assert two["rt_mean_ms"].to_list() == pytest.approx([10.0, 4.0, 6.0])
+    assert two["step_tests"].to_list() == [3] * 3 and two["threads_seen"].to_list() == [2] * 3
+    assert two["console_tests"].to_list() == [200, 200, 194]       # the console's row of each test
+    assert two["little_ratio"].null_count() == 3                   # tests nest: Little's law is undefined
+    hist = pl.read_csv(out / "histograms.csv").filter(pl.col("kind") == "response")
+    assert hist.group_by("test").agg(pl.col("count").sum()).sort("test")["count"].to_list() == [400, 400, 394]
+    agg = analysis.aggregate.filter(pl.col("users") == 3).sort("test")
+    assert agg["test"].to_list() == [100, 101, 102] and agg["tps"].to_list() == pytest.approx([20.0] * 3)
+
+    warnings = analysis.warnings
+    [idle] = [w for w in warnings if "fewer threads than users" in w]
+    assert idle.startswith("1 step(s)") and "browse 1KB 3u it1 (2 of 3 threads" in idle    # once, of no test
+    [failed] = [w for w in warnings if "failed transactions" in w]
+    assert failed.startswith("1 step(s)") and "2u it1 test 102 (6 errors" in failed
+    assert not [w for w in warnings if "Little's law" in w or "console's statistics" in w]
+
+    html = (out / "report.html").read_text()
+    assert '<th class="text">test</th>' in html and "test 100 (Page 1)" in html and "test 102 (POST /b)" in html
+    graphs = {g.name: g for g in analysis.graphs}
+    tps = {s.label: s for s in graphs["browse-tps-vs-users"].panels[0].series}
+    assert set(tps) == {f"camel, test {n} ({d})" for n, d in PAGE_TESTS.items()}
+    assert tps["camel, test 100 (Page 1)"].y == pytest.approx([20.0, 20.0])
+    assert [s.label for s in graphs["browse-cpu-vs-users"].panels[0].series] == ["camel"]   # the step's, once
+    assert len(graphs["browse-percentiles"].panels[0].series) == 3
+
+
+def test_a_step_of_one_test_names_it_from_the_contract(run_dir: Path):
+    [row] = analyse([run_dir]).summary.to_dicts()
+    assert (row["test"], row["step_tests"]) == (1, 1)
+    assert row["test_name"] == "direct proxy, thesis envelope -> ws1"    # grinder-scripts/contract.py
+    assert row["little_ratio"] is not None
+
+
+# --- issue 22.2: the wrk cross-check ------------------------------------------------------------
+
+def xcheck_step(run: Path, users: int, response_us: int, xcheck: dict, rate: float | None = None) -> Path:
+    """1000 transactions of `response_us` in the 10-second window (TPS 100) and step.json's `xcheck`."""
+    folder = synthetic.write_step(synthetic.step_dir(run, "proxy", "1KB", users if rate is None else f"r{rate:g}", 1),
+                                  "proxy", "camel", 1024, "1KB", users, 1, warmup_s=30, duration_s=10, rate=rate,
+                                  xcheck=xcheck)
+    data_log(folder / "logs" / "client-0-data.log",
+             [ok_row(WARMUP_END + i * 10, 0, thread=i % users, us=response_us) for i in range(1000)])
+    return folder
+
+
+def test_the_wrk_cross_check_in_summary_warnings_and_report(tmp_path: Path):
+    run = synthetic.write_run(tmp_path / "camel-run", "camel")
+    xcheck_step(run, 1, 400, synthetic.xcheck_record(101.0, 0.41, 1))         # agrees
+    xcheck_step(run, 20, 400, synthetic.xcheck_record(125.0, 0.40, 20))       # TPS ratio 0.8
+    xcheck_step(run, 40, 450, synthetic.xcheck_record(100.0, 0.40, 40))       # mean 0.05 ms off a 0.4 ms mean
+    xcheck_step(run, 80, 400, {"skipped": "the requests go to several hosts"})
+    xcheck_step(run, 20, 400, {"skipped": "open model: wrk keeps a fixed number of connections"}, rate=100.0)
+    out, analysis = build_report([run], tmp_path / "out")
+
+    summary = pl.read_csv(out / "summary.csv")
+    closed = summary.filter(pl.col("model") == "closed").sort("users")
+    assert closed["xcheck_tps"].to_list() == [101.0, 125.0, 100.0, None]
+    assert closed["xcheck_mean_ms"].to_list() == [0.41, 0.4, 0.4, None]
+    assert closed["xcheck_p99_ms"].to_list() == [0.82, 0.8, 0.8, None]
+    assert closed["xcheck_tps_ratio"].to_list()[:3] == pytest.approx([100 / 101, 0.8, 1.0], abs=1e-4)
+    assert closed["xcheck_mean_diff_ms"].to_list()[:3] == pytest.approx([-0.01, 0.0, 0.05], abs=1e-4)
+    assert closed["xcheck_skipped"].fill_null("").to_list() == ["", "", "", "the requests go to several hosts"]
+    assert closed["xcheck_failed"].to_list() == [False, True, True, None]
+    [open_row] = summary.filter(pl.col("model") == "open").to_dicts()
+    assert open_row["xcheck_skipped"].startswith("open model") and open_row["xcheck_tps"] is None
+    agg = analysis.aggregate.filter(pl.col("model") == "closed").sort("users")
+    assert agg["xcheck_tps_ratio"].to_list()[:3] == pytest.approx([100 / 101, 0.8, 1.0])
+    assert agg["xcheck_failed"].to_list() == [False, True, True, None]
+
+    [warning] = [w for w in analysis.warnings if "wrk" in w]
+    assert warning.startswith("2 closed-model step(s)") and "do not trust them" in warning
+    assert re.findall(r"proxy 1KB (\S+) it1", warning) == ["20u", "40u"]      # exactly the bad steps
+    assert "ratio 0.80" in warning and "difference +0.050 ms" in warning
+
+    html = (out / "report.html").read_text()
+    closed_table = html[:html.index("offered /s")]
+    assert "<th>wrk TPS</th>" in closed_table and "<th>TPS ÷ wrk</th>" in closed_table
+    assert "<td>0.80</td>" in closed_table and "<td>+0.050</td>" in closed_table
+    assert "<td>0.400 / 0.400 / 0.800</td>" in closed_table
+    assert "skipped: the requests go to several hosts" in closed_table and "cross-check failed" in closed_table
+    assert OPEN_NOT_CROSSCHECKED in html[html.index("</table>"):html.index("offered /s")]   # above the open table
+
+
+def test_no_cross_check_asked_leaves_the_columns_empty(run_dir: Path, tmp_path: Path):
+    out = write_report([run_dir], tmp_path / "out")
+    [row] = pl.read_csv(out / "summary.csv").to_dicts()
+    assert row["xcheck_tps"] is None and not row["xcheck_skipped"] and row["xcheck_failed"] is None
+    assert "wrk TPS" not in (out / "report.html").read_text()
+
+
+def test_cross_check_thresholds():
+    assert not xcheck_fails(XCHECK_MIN_TPS_RATIO, 0.0, 0.4) and xcheck_fails(0.899, 0.0, 0.4)
+    assert not xcheck_fails(1.0, 0.04, 0.4) and xcheck_fails(1.0, 0.0401, 0.4)      # 10 % of wrk's mean
+    assert not xcheck_fails(1.0, -0.03, 0.2) and xcheck_fails(1.0, -0.031, 0.2)     # the 0.03 ms floor
+    assert xcheck_fails(None, None, None) is None
+
+
+def test_a_mistyped_cross_check_is_a_one_line_error(tmp_path: Path):
+    run = synthetic.write_run(tmp_path / "r", "camel")
+    folder = xcheck_step(run, 1, 400, {**synthetic.xcheck_record(100.0, 0.4, 1), "tps": "fast"})
+    with pytest.raises(EsbperfError, match=r"step.json: field 'xcheck.tps' must be a non-negative number, got 'fast'"):
+        analyse([run])
+    write_meta(folder, xcheck={"skipped": ""})
+    with pytest.raises(EsbperfError, match=r"field 'xcheck.skipped' must say why"):
+        analyse([run])
+
+
+# --- issue 22.4: honest spread with few iterations ----------------------------------------------
+
+def iterations_run(run_dir: Path, iterations: dict[int, int]) -> Path:
+    """Steps of `users: iterations`; iteration k holds 1000 // k transactions (TPS 100, 50, 33.4)."""
+    run = synthetic.write_run(run_dir, "camel")
+    for users, count in iterations.items():
+        for it in range(1, count + 1):
+            exact_step(run, users=users, iteration=it, response_times=range(1, 1001, it))
+    return run
+
+
+def test_two_iterations_show_their_range_not_a_t_interval(tmp_path: Path):
+    run = iterations_run(tmp_path / "r", {1: 2, 20: 2})
+    out, analysis = build_report([run], tmp_path / "out")
+    [tps] = [g for g in analysis.graphs if g.name == "proxy-tps-vs-users"]
+    [series] = tps.panels[0].series
+    assert series.y == pytest.approx([75.0, 75.0]) and series.bar_kinds == ["range", "range"]
+    assert [e == pytest.approx((25.0, 25.0)) for e in series.err] == [True, True]
+    assert tps.bars == ITERATION_RANGE_BARS
+    # From 0 (the graph's) to the best iteration, and 5 % of that above it: the bars fit.
+    assert y_range(tps, tps.panels[0]) == pytest.approx((0.0, 105.0)) and not clipped(tps, tps.panels[0])
+    assert tps.ylims[0] == pytest.approx((0.0, 105.0))                  # drawn as built
+    agg = analysis.aggregate.to_dicts()[0]
+    assert agg["tps_ci95"] == pytest.approx(mean_ci([100.0, 50.0])[1])   # aggregate.csv keeps its t interval
+    assert (agg["tps_iter_min"], agg["tps_iter_max"]) == (50.0, 100.0)
+    html = (out / "report.html").read_text()
+    assert '<td>75.0 <span class="muted">(50.0–100.0)</span></td>' in html
+    assert not re.search(r"<td>[^<]*±", html)                            # no cell shows a t interval
+    assert "With fewer than 3 iterations those figures show the range of the iterations too" in html
+
+
+def test_three_iterations_keep_the_t_interval_but_the_axis_spans_the_data(tmp_path: Path):
+    run = iterations_run(tmp_path / "r", {1: 3, 20: 3, 40: 2})
+    out, analysis = build_report([run], tmp_path / "out")
+    graphs = {g.name: g for g in analysis.graphs}
+    tps = graphs["proxy-tps-vs-users"]
+    [series] = tps.panels[0].series
+    mean, ci = mean_ci([100.0, 50.0, 33.4])
+    assert series.bar_kinds == ["ci", "ci", "range"] and series.err[0] == pytest.approx((ci, ci))
+    assert tps.bars == f"{MIXED_BARS}; {CLIPPED_BARS}" and clipped(tps, tps.panels[0])
+    top = 100 + 0.05 * 100                              # the data, not the bar's mean + ci = 147.9
+    assert tps.ylims[0] == pytest.approx((0.0, top)) and mean + ci > top
+    rt = graphs["proxy-response-time-vs-users"]         # pooled figures: the iterations' range, within the data
+    assert rt.bars == RANGE_BARS and not clipped(rt, rt.panels[0])
+    html = (out / "report.html").read_text()
+    assert f"<td>{mean:,.1f} ± {ci:,.1f}</td>" in html
+    assert "± is the 95 % confidence interval over iterations" in html and "With fewer than 3 iterations" in html

@@ -139,7 +139,7 @@ def test_an_agent_killed_mid_step_keeps_the_step_aside_and_resume_finishes(lab, 
     the_plan = plans.load(write_plan(tmp_path / "agentless.yaml", duration_s=6))
 
     def kill_the_second_agent():
-        wait_for(lambda: measuring(lab, tmp_path / "results", "direct/proxy/1KB/2"), 60, "the first step's workers")
+        wait_for(lambda: measuring(lab, tmp_path / "results", "direct/proxy/1KB/2"), 180, "the first step's workers")
         time.sleep(2.5)
         os.kill(lab.agents[1].pid, signal.SIGKILL)   # the agent JVM: its worker goes with it
     killer = Background(kill_the_second_agent)
@@ -165,7 +165,7 @@ def test_a_worker_killed_mid_step_spoils_that_step_only(lab, tmp_path):
     the_plan = plans.load(write_plan(tmp_path / "workerless.yaml", duration_s=6))
 
     def kill_one_worker():
-        wait_for(lambda: measuring(lab, tmp_path / "results", "direct/proxy/1KB/2"), 60, "the first step's workers")
+        wait_for(lambda: measuring(lab, tmp_path / "results", "direct/proxy/1KB/2"), 180, "the first step's workers")
         time.sleep(2.5)
         [pid] = worker_pids(lab.state_dir / "agents" / "fault-1")
         os.kill(pid, signal.SIGKILL)
@@ -183,11 +183,12 @@ def test_a_worker_killed_mid_step_spoils_that_step_only(lab, tmp_path):
     assert json.loads((run_dir / "run.json").read_text())["finished"]
 
 
+@pytest.mark.long
 def test_the_console_killed_and_restarted_mid_step(lab, tmp_path):
     the_plan = plans.load(write_plan(tmp_path / "consoleless.yaml", duration_s=6))
 
     def restart_the_console():
-        wait_for(lambda: measuring(lab, tmp_path / "results", "direct/proxy/1KB/2"), 60, "the first step's workers")
+        wait_for(lambda: measuring(lab, tmp_path / "results", "direct/proxy/1KB/2"), 180, "the first step's workers")
         time.sleep(2.5)
         os.killpg(lab.console.pid, signal.SIGKILL)
         time.sleep(2)
@@ -205,7 +206,7 @@ def test_the_console_killed_and_restarted_mid_step(lab, tmp_path):
 def test_agents_that_are_not_the_runs_are_refused_in_one_line(lab, tmp_path):
     the_plan = plans.load(write_plan(tmp_path / "crowded.yaml"))
     # An agent that joins mid-run would take a share of every later step's users.
-    joiner = Background(lambda: (wait_for(lambda: measuring(lab, tmp_path / "results", "direct/proxy/1KB/2"), 60,
+    joiner = Background(lambda: (wait_for(lambda: measuring(lab, tmp_path / "results", "direct/proxy/1KB/2"), 180,
                                           "workers"), lab.start_agent("late")))
     with pytest.raises(EsbperfError, match=r"agent late joined the console during the run \(the run's agents: "
                                            r"fault-1, fault-2\); stop it, or start a new run that includes it") as e:
@@ -228,6 +229,7 @@ def run_cli(*args: str, state_dir: Path) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
+@pytest.mark.long
 def test_ctrl_c_at_any_moment_loses_nothing_and_counts_nothing_twice(lab, tmp_path):
     plan_file = write_plan(tmp_path / "interrupted.yaml", payloads=["1KB", "2KB", "3KB"], users=[1], duration_s=2)
     out = tmp_path / "results"
@@ -262,6 +264,7 @@ def fill(disk: Path, leave: int) -> None:
         f.write(b"\0" * max(0, st.f_bavail * st.f_frsize - leave))
 
 
+@pytest.mark.long
 @pytest.mark.root
 @pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
 def test_a_full_results_disk_stops_the_run_and_resume_finishes_it(lab, tmp_path):

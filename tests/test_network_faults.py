@@ -112,6 +112,7 @@ def test_loss_and_partition_drop_what_they_say_in_both_directions(testbed):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_a_run_through_camel_under_loss_and_a_partition_counts_errors_and_goes_on(testbed, tmp_path):
     plan_file = tmp_path / "lossy.yaml"
     plan_file.write_text(yaml.safe_dump({"name": "lossy", "scenarios": ["proxy"], "payloads": ["1KB", "2KB"],

@@ -147,7 +147,7 @@ def test_ctrl_c_stops_the_workers_and_keeps_finished_steps(grinder, echoes, test
     out = tmp_path / "results"
     process = run_cli("run", "--plan", str(plan_file), "--target", "direct", "--testbed", str(testbed_file),
                       "--out", str(out), env_dir=state_dir)
-    wait_for(lambda: measuring(state_dir, "direct/proxy/1KB/1"), 60, "the first step's workers")
+    wait_for(lambda: measuring(state_dir, "direct/proxy/1KB/1"), 180, "the first step's workers")
     time.sleep(1)
     os.killpg(process.pid, signal.SIGINT)
     output, _ = process.communicate(timeout=60)
@@ -170,7 +170,7 @@ def test_a_back_end_that_dies_mid_step_stops_the_run_and_loses_nothing(grinder, 
     ws1 = start_echo("ws1", HOST, MORTAL_PORT, workdir=tmp_path / "ws1")
     try:
         def kill_when_measuring():
-            wait_for(lambda: measuring(state_dir, "direct/proxy/1KB/2"), 60, "the first step's workers")
+            wait_for(lambda: measuring(state_dir, "direct/proxy/1KB/2"), 180, "the first step's workers")
             time.sleep(4)   # warm-up over, measuring
             os.killpg(ws1.pid, signal.SIGKILL)
         killer = threading.Thread(target=kill_when_measuring, daemon=True)
@@ -230,6 +230,10 @@ def test_shipped_plans_are_the_thesis_and_public_rounds_sweeps():
     assert (payload.users, payload.payloads, payload.duration_s) == ([1], [1024, 51200, 102400, 512000, 1048576], 300)
     concurrency = plans.load("thesis-concurrency")
     assert (concurrency.payloads, concurrency.users) == ([102400], [1, 20, 40, 80, 160, 320])
+    # The thesis measured three tests in both sweeps: direct proxy, content-based routing, JSON↔SOAP.
+    for name in ("thesis-payload", "thesis-concurrency", "thesis-open"):
+        thesis = plans.load(name)
+        assert thesis.scenarios == ["proxy", "cbr", "json"] and thesis.target_warmup_s == 30, name
     rounds = plans.load("public-rounds")
     assert rounds.payloads == [512, 1024, 5120, 10240, 102400] and rounds.users[0] == 20 and rounds.users[-1] == 2560
     assert plans.load("smoke").duration_s <= 10

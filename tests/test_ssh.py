@@ -22,7 +22,7 @@ from esbperf.core.errors import EsbperfError
 from esbperf.cli.demo import run_demo
 from esbperf.testbed import fault, hosts, install
 
-pytestmark = [pytest.mark.slow, pytest.mark.root,
+pytestmark = [pytest.mark.slow, pytest.mark.long, pytest.mark.root,
               pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces and sshd need root")]
 
 PREFIX = "esbh-"

@@ -55,8 +55,9 @@ def child_parse(run: str) -> None:
     runs = load_runs([Path(run)])
     rows = 0
     for step in runs[0].steps:
-        row, _ = stats.analyse_step(runs[0], step)
-        rows += row["transactions"] + row["errors"] + row["warmup_rows"] + row["late_rows"] + row["malformed_lines"]
+        tests = stats.analyse_step(runs[0], step)      # a summary row per Grinder test: one here
+        rows += sum(r["transactions"] + r["errors"] + r["warmup_rows"] + r["late_rows"] for r, _ in tests)
+        rows += tests[0][0]["malformed_lines"]         # the step's, the same in each test's row
     done = time.perf_counter()
     print(json.dumps({"rows": rows, "seconds": done - imported, "with_imports": done - started}))
 

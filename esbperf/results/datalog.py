@@ -1,14 +1,20 @@
 """Grinder 3.11 worker data logs (`<hostID>-<n>-data.log`) -> transaction statistics of a step.
 
-All worker files of a step go through one lazy polars plan run by the streaming engine, which
-reduces the rows to histograms (esbperf/results/histogram.py: bounded, log-linear, exact moments),
-counts and byte sums without holding the rows in memory; mean, deviation and percentiles then
-come from the histograms (stats.py).
+Each data log is read in blocks of whole lines (BLOCK_BYTES: memory stays flat however long the
+log), the blocks of a step's logs in parallel, one thread per core: polars parses a block into
+integer columns, numpy counts its rows into histogram buckets (esbperf/results/histogram.py:
+bounded, log-linear, exact moments), counts and byte sums, and the blocks' counts are added up.
+Nothing is held per row; mean, deviation and percentiles then come from the histograms
+(stats.py).
 
 Times: the workers' own wire time `Response us` (µs) when every data log of the step has it,
 else Grinder's whole-ms `Test time` (logs of other scripts); `rt_source` says which. Open-model
 logs also carry `Latency us` (from the due start, corrected for coordinated omission) and
 `Start lag us` (actual start - due start).
+
+Rows are kept apart by their Grinder test (the `Test` column): a user's script may record
+several tests, and a page test wrapping request tests times the same seconds twice, so each
+test gets its own counts and histograms (`LogStats.tests`), never added to another's.
 
 Fields are separated by ", ": polars splits on "," and its integer parser skips the leading
 space. A line is malformed when a field the header declares is missing or not a number, a time
@@ -16,14 +22,16 @@ is negative, or it has more fields than the header; such lines, and a last line 
 killed worker, are counted and skipped."""
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 from esbperf.core.errors import EsbperfError
-from esbperf.results.files import complete_data_lines, read_header
-from esbperf.results.histogram import Histogram, bucket_expr
+from esbperf.results.files import complete_data_lines, line_blocks, lines_after_header, read_header
+from esbperf.results.histogram import Histogram, bucket_index, bucket_low, bucket_shifts
 
 SEPARATOR = ", "
 # Grinder's own columns, always first, and what we call them.
@@ -51,17 +59,24 @@ LATE_START_US = 1000
 # The lag's trend is the mean lag of the window's last fifth minus that of its first fifth.
 LAG_TREND_PARTS = 5
 
-# What a row is, decided once per row in the query.
+# What a row is, decided once per row.
 MALFORMED, WARMUP, LATE, SUCCESS, FAILURE = range(5)
+
+# A data log is parsed this many bytes at a time (about 270 000 rows of esbperf's columns; fewer
+# than 2^21 rows of any log, which keeps _grouped's slot numbers below 2^63).
+BLOCK_BYTES = 16 << 20
+# Values of a key (threads, tests, statuses, buckets) spanning at most this many numbers are
+# counted by their position; a wider spread (garbage that parsed as numbers) is sorted instead.
+DENSE_SPAN = 1 << 22
+# Block results added up at once: their number, not the rows', bounds the memory they take.
+FOLD_BLOCKS = 32
 
 
 @dataclass
-class LogStats:
-    """What the data logs of one step say about its measurement window."""
+class RowStats:
+    """What a set of rows says about the measurement window: those of one Grinder test, or (in
+    LogStats itself) those of every test of the step together."""
 
-    files: int = 0
-    malformed_lines: int = 0                 # skipped: unparsable, ragged or cut short
-    malformed_by_file: dict[str, int] = field(default_factory=dict)
     warmup_rows: int = 0                     # started before the window (excluded)
     late_rows: int = 0                       # started at or after its end (excluded)
     transactions: int = 0                    # successful (Errors == 0) rows in the window
@@ -69,11 +84,9 @@ class LogStats:
     error_statuses: dict[str, int] = field(default_factory=dict)   # HTTP status -> failed rows
     request_bytes: int | None = None         # of successful transactions; None without the columns
     response_bytes: int | None = None
-    rt_source: str = ""                      # "us": Response us; "ms": Test time; "": no row at all
     response: Histogram = field(default_factory=Histogram)         # successful transactions, µs
     failed_response: Histogram = field(default_factory=Histogram)  # failed ones, µs
     latency: Histogram | None = None         # open model: Latency us of the successful ones
-    threads_by_file: dict[str, int] = field(default_factory=dict)  # threads with a row in the window
     late_starts: int | None = None           # open model: starts lagging more than LATE_START_US
     max_lag_us: int | None = None
     lag_first_us: float | None = None        # mean start lag over the window's first fifth
@@ -84,62 +97,138 @@ class LogStats:
         return self.transactions + self.errors
 
     @property
-    def threads(self) -> int:
-        return sum(self.threads_by_file.values())
-
-    @property
     def histogram(self) -> list[tuple[int, int]]:
         """(response µs bucket, count) of the successful transactions, sorted."""
         return self.response.items()
 
+    def _add(self, kind: int, status: int | None, groups: pl.DataFrame) -> None:
+        """Count rows of one kind (and HTTP status, of failures): `_grouped`'s groups of them."""
+        n = int(groups["n"].sum())
+        if kind == WARMUP:
+            self.warmup_rows += n
+        elif kind == LATE:
+            self.late_rows += n
+        elif kind == SUCCESS:
+            self.transactions += n
+            _add_buckets(self.response, groups)
+            self.request_bytes = (self.request_bytes or 0) + int(groups["request_bytes"].sum())
+            self.response_bytes = (self.response_bytes or 0) + int(groups["response_bytes"].sum())
+        else:
+            self.errors += n
+            _add_buckets(self.failed_response, groups)
+            name = "none" if status is None else str(status)
+            self.error_statuses[name] = self.error_statuses.get(name, 0) + n
+
+    def _absorb(self, other: "RowStats") -> None:
+        """Add another set's rows to these (a step's tests into its total): counts and histograms;
+        the open model's lag is not additive and is taken from the rows instead (_lag)."""
+        self.warmup_rows += other.warmup_rows
+        self.late_rows += other.late_rows
+        self.transactions += other.transactions
+        self.errors += other.errors
+        for status, n in other.error_statuses.items():
+            self.error_statuses[status] = self.error_statuses.get(status, 0) + n
+        if other.request_bytes is not None:
+            self.request_bytes = (self.request_bytes or 0) + other.request_bytes
+            self.response_bytes = (self.response_bytes or 0) + other.response_bytes
+        self.response.merge(other.response)
+        self.failed_response.merge(other.failed_response)
+        if other.latency is not None:
+            self.latency = (self.latency or Histogram()).merge(other.latency)
+
+    def _lag(self, groups: pl.DataFrame) -> None:
+        """The open model's start lag over the transactions of `groups` (_grouped's rows)."""
+        self.late_starts = int(groups["late"].sum())
+        self.max_lag_us = groups["max_lag"].max()
+        first_n, last_n = groups["first_n"].sum(), groups["last_n"].sum()
+        self.lag_first_us = groups["first_sum"].sum() / first_n if first_n else None
+        self.lag_last_us = groups["last_sum"].sum() / last_n if last_n else None
+
 
 @dataclass
-class _Scan:
-    frame: pl.LazyFrame | None   # None when the file holds no complete row
-    cut_lines: int               # lines skipped before polars sees the file
-    columns: set[str]            # the custom columns its header declares (empty without a header)
+class LogStats(RowStats):
+    """What the data logs of one step say about its measurement window: the rows of all its
+    tests together (what a step of one test, every esbperf scenario, is), each test's own in
+    `tests`, and what belongs to the step as a whole (files, malformed lines, threads)."""
+
+    files: int = 0
+    malformed_lines: int = 0                 # skipped: unparsable, ragged or cut short
+    malformed_by_file: dict[str, int] = field(default_factory=dict)
+    rt_source: str = ""                      # "us": Response us; "ms": Test time; "": no row at all
+    threads_by_file: dict[str, int] = field(default_factory=dict)  # threads with a row in the window
+    tests: dict[int, RowStats] = field(default_factory=dict)       # Grinder test number -> its rows
+
+    @property
+    def threads(self) -> int:
+        return sum(self.threads_by_file.values())
 
 
-def _scan(path: Path, index: int) -> _Scan:
-    """One data log as a lazy frame of the normalised columns."""
+@dataclass
+class _Log:
+    """A data log as its header declares it."""
+
+    path: Path
+    names: list[str]             # its columns, as the header names them ([] without a whole header)
+    lines: tuple[int, int]       # the byte range of its whole lines after the header
+    cut_lines: int               # a header or last line cut short: counted, never read
+
+    @property
+    def declared(self) -> set[str]:
+        """The custom columns its header declares."""
+        return {n for n in self.names if n in CUSTOM}
+
+    @property
+    def schema(self) -> dict[str, pl.DataType]:
+        """Its fields as polars parses them: known columns are integers, any other custom statistic
+        may be fractional; `extra` is filled only by a line with more fields than the header."""
+        schema = {f"c{i}": pl.Int64 if n in STANDARD or n in CUSTOM else pl.Float64 for i, n in enumerate(self.names)}
+        return {**schema, "extra": pl.String}
+
+    def columns(self) -> tuple[dict[str, pl.Expr], pl.Expr]:
+        """The columns read, by their short names (those the log has), and the malformed-line rule."""
+        column = {n: f"c{i}" for i, n in enumerate(self.names)}
+        times = [pl.col(column[n]) < 0 for n in ("Test time", *MICROS, *OPEN_MODEL) if n in column]
+        bad = (pl.any_horizontal([pl.col(r).is_null() for r in self.schema if r != "extra"])
+               | pl.col("extra").is_not_null() | pl.any_horizontal(times).fill_null(False))
+        wanted = {alias: pl.col(column[n]) for n, alias in {**STANDARD, **CUSTOM}.items()
+                  if n in column and alias != "run"}
+        return wanted, bad
+
+
+def _open(path: Path) -> _Log:
     header, complete = read_header(path)
-    if header is None:
-        return _Scan(None, 0, set())
+    if header is None:                    # an empty file: a worker that logged nothing
+        return _Log(path, [], (0, 0), 0)
     if not complete:                      # killed while writing its header
-        return _Scan(None, 1, set())
+        return _Log(path, [], (0, 0), 1)
     names = [n.strip() for n in header.split(SEPARATOR)]
     names = [HTTP_PLUGIN[n] if n in HTTP_PLUGIN and HTTP_PLUGIN[n] not in names else n for n in names]
     missing = [n for n in STANDARD if n not in names]
     if missing:
         raise EsbperfError(f"{path}: not a Grinder data log: its header lacks {missing[0]!r} "
                            f"(header: {header[:120]!r})")
-    declared = {n for n in names if n in CUSTOM}
-    complete_rows = complete_data_lines(path)
-    if complete_rows == 0 or path.stat().st_size <= len(header.encode()) + 2:
-        # No transaction at all: e.g. an agent whose threads had no user in this step.
-        return _Scan(None, 0 if complete_rows is None else 1, declared)
-    # Known columns are integers; any other custom statistic may be fractional.
-    raw = [f"c{i}" for i in range(len(names))]
-    schema = {r: (pl.Int64 if n in STANDARD or n in CUSTOM else pl.Float64) for r, n in zip(raw, names)}
-    schema["extra"] = pl.String   # filled only by a line with more fields than the header
-    frame = pl.scan_csv(path, has_header=False, skip_rows=1, separator=",", quote_char=None,
-                        schema=schema, ignore_errors=True, truncate_ragged_lines=True,
-                        encoding="utf8-lossy", n_rows=complete_rows)
-    column = dict(zip(names, raw))
-    times = [pl.col(column[n]) < 0 for n in ("Test time", *MICROS, *OPEN_MODEL) if n in column]
-    bad = (pl.any_horizontal([pl.col(r).is_null() for r in raw]) | pl.col("extra").is_not_null()
-           | pl.any_horizontal(times).fill_null(False))
-    wanted = {alias: pl.col(column[n]) for n, alias in STANDARD.items() if alias in ("thread", "start", "time", "errors")}
-    for n, alias in CUSTOM.items():
-        wanted[alias] = pl.col(column[n]) if n in column else pl.lit(None, dtype=pl.Int64)
-    frame = frame.select(**wanted, bad=bad, file=pl.lit(index, dtype=pl.Int32))
-    return _Scan(frame, 0 if complete_rows is None else 1, declared)
+    start, end = lines_after_header(path)
+    return _Log(path, names, (start, end), int(end < path.stat().st_size))
 
 
-def _rows(paths: list[Path]) -> tuple[list[_Scan], pl.LazyFrame | None]:
-    scans = [_scan(p, i) for i, p in enumerate(paths)]
-    frames = [s.frame for s in scans if s.frame is not None]
-    return scans, (pl.concat(frames, how="vertical") if frames else None)
+def _scan(log: _Log, index: int) -> pl.LazyFrame | None:
+    """A data log as a lazy frame of the normalised columns (every esbperf column, null where the
+    log lacks it), `bad` and `file`; None without a whole row."""
+    if log.lines[1] <= log.lines[0]:
+        return None
+    wanted, bad = log.columns()
+    absent = {alias: pl.lit(None, dtype=pl.Int64) for alias in CUSTOM.values() if alias not in wanted}
+    frame = pl.scan_csv(log.path, has_header=False, skip_rows=1, separator=",", quote_char=None,
+                        schema=log.schema, ignore_errors=True, truncate_ragged_lines=True,
+                        encoding="utf8-lossy", n_rows=complete_data_lines(log.path) if log.cut_lines else None)
+    return frame.select(**wanted, **absent, bad=bad, file=pl.lit(index, dtype=pl.Int32))
+
+
+def _rows(paths: list[Path]) -> tuple[list[_Log], pl.LazyFrame | None]:
+    """The rows of `paths` as one lazy frame (for analysis/hlog.py; log_stats reads them in blocks)."""
+    logs = [_open(p) for p in paths]
+    frames = [f for i, log in enumerate(logs) if (f := _scan(log, i)) is not None]
+    return logs, (pl.concat(frames, how="vertical") if frames else None)
 
 
 def _classified(rows: pl.LazyFrame, warmup_end_ms: int, end_ms: int) -> pl.LazyFrame:
@@ -152,120 +241,208 @@ def _classified(rows: pl.LazyFrame, warmup_end_ms: int, end_ms: int) -> pl.LazyF
     return rows.with_columns(kind=kind)
 
 
-def _thread_groups(rows: pl.LazyFrame) -> pl.LazyFrame:
-    """One row per (data log, thread) with a transaction, successful or failed, in the window."""
-    return rows.filter(pl.col("kind").is_in([SUCCESS, FAILURE])).group_by("file", "thread")
-
-
 def threads_seen(paths: list[Path], warmup_end_ms: int, end_ms: int) -> dict[str, int]:
     """The distinct worker threads that started at least one transaction (successful or failed)
-    in [warmup_end_ms, end_ms), per data log (file name -> threads; 0 for a log without one).
-    What the runner checks after each step against the step's users, and what the report shows
-    (LogStats.threads_by_file is this same count)."""
-    _, rows = _rows(paths)
-    seen = {p.name: 0 for p in paths}
-    if rows is not None:
-        counts = (_thread_groups(_classified(rows, warmup_end_ms, end_ms)).agg(n=pl.len())
-                  .group_by("file").agg(threads=pl.len()).collect(engine="streaming"))
-        for index, threads in counts.iter_rows():
-            seen[paths[index].name] = threads
-    return seen
+    in [warmup_end_ms, end_ms), per data log (file name -> threads; 0 for a log without one):
+    LogStats.threads_by_file, what the report shows."""
+    return log_stats(paths, warmup_end_ms, end_ms).threads_by_file
 
 
 def log_stats(paths: list[Path], warmup_end_ms: int, end_ms: int) -> LogStats:
     """Statistics of the rows of `paths` whose start time is in [warmup_end_ms, end_ms)."""
     stats = LogStats(files=len(paths), threads_by_file={p.name: 0 for p in paths})
-    scans, rows = _rows(paths)
-    for path, scan in zip(paths, scans):
-        if scan.cut_lines:
-            stats.malformed_lines += scan.cut_lines
-            stats.malformed_by_file[path.name] = scan.cut_lines
-    headed = [s for s in scans if s.columns or s.frame is not None]
-    has = {name: bool(headed) and all(name in s.columns for s in headed) for name in CUSTOM}
-    if rows is not None:
+    logs = [_open(p) for p in paths]
+    for log in logs:
+        if log.cut_lines:
+            stats.malformed_lines += log.cut_lines
+            stats.malformed_by_file[log.path.name] = log.cut_lines
+    headed = [log for log in logs if log.declared or log.lines[1] > log.lines[0]]
+    has = {name: bool(headed) and all(name in log.declared for log in headed) for name in CUSTOM}
+    blocks = [(log, block) for log in logs if log.names for block in line_blocks(log.path, *log.lines, BLOCK_BYTES)]
+    if blocks:
         stats.rt_source = "us" if has["Response us"] else "ms"
-        _aggregate(_classified(rows, warmup_end_ms, end_ms), warmup_end_ms, end_ms, paths, stats,
-                   open_model=has["Latency us"] and has["Start lag us"])
-    if not all(has[n] for n in ("Request bytes", "Response bytes")):
-        # Byte rates from some workers only would be silently too low.
-        stats.request_bytes = stats.response_bytes = None
+        window = _Window(warmup_end_ms, end_ms, "response_us" if stats.rt_source == "us" else "time",
+                         open_model=has["Latency us"] and has["Start lag us"])
+        _aggregate(blocks, window, stats)
+    for part in (stats, *stats.tests.values()):
+        if not all(has[n] for n in ("Request bytes", "Response bytes")):
+            # Byte rates from some workers only would be silently too low.
+            part.request_bytes = part.response_bytes = None
+        elif part.request_bytes is None:        # the columns are there; no successful row
+            part.request_bytes = part.response_bytes = 0
     return stats
 
 
-def _histogram_groups(rows: pl.LazyFrame, value: pl.Expr, *keys: pl.Expr, **more: pl.Expr) -> pl.LazyFrame:
-    """Rows grouped by `keys` and the bucket of `value` (null where `value` is): count, the sums
-    of the offsets from the bucket's lower bound and of their squares, min, max, and `more`."""
-    rows = rows.with_columns(value=value)
-    value = pl.col("value")
-    offset = value - pl.col("lo")
-    return (rows.with_columns(lo=bucket_expr(value))
-            .group_by(*keys, "lo")
-            .agg(n=pl.len(), offsets=offset.sum(), offsets_sq=(offset * offset).sum(),
-                 low=value.min(), high=value.max(), **more))
+@dataclass
+class _Window:
+    """What a step's rows are judged by: its measurement window, the column of the response time
+    histogrammed, and whether the logs have the open model's columns."""
+
+    warmup_end_ms: int
+    end_ms: int
+    value: str
+    open_model: bool
 
 
-def _aggregate(rows: pl.LazyFrame, warmup_end_ms: int, end_ms: int, paths: list[Path], stats: LogStats,
-               open_model: bool) -> None:
-    kind = pl.col("kind")
-    value = pl.col("response_us") if stats.rt_source == "us" else pl.col("time")
-    timed = kind.is_in([SUCCESS, FAILURE])
-    # Keys are null where they do not matter, so the result stays a few thousand rows at most.
-    main = _histogram_groups(rows, pl.when(timed).then(value), kind,
-                             pl.when(kind == FAILURE).then(pl.col("status")).alias("status"),
-                             pl.when(kind == MALFORMED).then(pl.col("file")).alias("file"),
-                             request_bytes=pl.col("request_bytes").sum(), response_bytes=pl.col("response_bytes").sum())
-    queries = [main]
-    lag = pl.col("lag_us")
-    part = ((pl.col("start") - warmup_end_ms) * LAG_TREND_PARTS // (end_ms - warmup_end_ms))
-    thread_aggs = [pl.len().alias("n")]
-    if open_model:
-        thread_aggs += [(lag > LATE_START_US).sum().alias("late"), lag.max().alias("max_lag"),
-                        lag.filter(part == 0).sum().alias("first_sum"), (part == 0).sum().alias("first_n"),
-                        lag.filter(part == LAG_TREND_PARTS - 1).sum().alias("last_sum"),
-                        (part == LAG_TREND_PARTS - 1).sum().alias("last_n")]
-    queries.append(_thread_groups(rows).agg(thread_aggs))
-    if open_model:
-        queries.append(_histogram_groups(rows.filter(kind == SUCCESS), pl.col("latency_us")))
-    results = pl.collect_all(queries, engine="streaming")
+@dataclass
+class _Counts:
+    """A block's rows counted: malformed ones, groups of rows alike (`_grouped`: by kind, test and
+    the HTTP status of a failure, and response time bucket), the same of the successful rows'
+    latency (open model), and the threads that started a transaction."""
 
-    scale = 1 if stats.rt_source == "us" else 1000    # histograms are in µs
-    response, failed = Histogram(), Histogram()
-    request_bytes = response_bytes = 0
-    for r in results[0].iter_rows(named=True):
-        n = r["n"]
-        if r["kind"] == MALFORMED:
-            name = paths[r["file"]].name
-            stats.malformed_lines += n
-            stats.malformed_by_file[name] = stats.malformed_by_file.get(name, 0) + n
-        elif r["kind"] == WARMUP:
-            stats.warmup_rows += n
-        elif r["kind"] == LATE:
-            stats.late_rows += n
-        elif r["kind"] == SUCCESS:
-            stats.transactions += n
-            response.add(r["lo"], n, r["offsets"], r["offsets_sq"], r["low"], r["high"])
-            request_bytes += r["request_bytes"] or 0
-            response_bytes += r["response_bytes"] or 0
-        else:
-            stats.errors += n
-            failed.add(r["lo"], n, r["offsets"], r["offsets_sq"], r["low"], r["high"])
-            status = "none" if r["status"] is None else str(r["status"])
-            stats.error_statuses[status] = stats.error_statuses.get(status, 0) + n
-    stats.response, stats.failed_response = response.scaled(scale), failed.scaled(scale)
-    stats.request_bytes, stats.response_bytes = request_bytes, response_bytes
+    malformed: int
+    groups: pl.DataFrame | None = None
+    latency: pl.DataFrame | None = None
+    threads: tuple[int, ...] = ()
 
-    threads = results[1]
-    for index, count in threads.group_by("file").agg(pl.len()).iter_rows():
-        stats.threads_by_file[paths[index].name] = count
-    if open_model:
-        stats.late_starts = int(threads["late"].sum())
-        stats.max_lag_us = threads["max_lag"].max()
-        first_n, last_n = threads["first_n"].sum(), threads["last_n"].sum()
-        stats.lag_first_us = threads["first_sum"].sum() / first_n if first_n else None
-        stats.lag_last_us = threads["last_sum"].sum() / last_n if last_n else None
-        stats.latency = Histogram()
-        for r in results[2].iter_rows(named=True):
-            stats.latency.add(r["lo"], r["n"], r["offsets"], r["offsets_sq"], r["low"], r["high"])
+
+def _count_block(log: _Log, block: tuple[int, int], window: _Window) -> _Counts:
+    with open(log.path, "rb") as f:
+        f.seek(block[0])
+        text = f.read(block[1] - block[0])
+    wanted, bad = log.columns()
+    rows = pl.read_csv(text, has_header=False, separator=",", quote_char=None, schema=log.schema,
+                       ignore_errors=True, truncate_ragged_lines=True, encoding="utf8-lossy").select(**wanted, bad=bad)
+    malformed = int(rows["bad"].sum())
+    if malformed:
+        rows = rows.filter(~pl.col("bad"))
+    if not rows.height:
+        return _Counts(malformed)
+    column = {name: rows[name].to_numpy() for name in wanted}
+    start = column["start"]
+    kind = np.where(column["errors"] == 0, SUCCESS, FAILURE)
+    kind[start < window.warmup_end_ms] = WARMUP
+    kind[start >= window.end_ms] = LATE
+    timed = kind >= SUCCESS
+    keys = {"kind": kind, "test": column["test"]}
+    if "status" in column:
+        keys["status"] = np.where(kind == FAILURE, column["status"], 0)   # a status is read for failures only
+    sums = {name: column[name] for name in ("request_bytes", "response_bytes") if name in column}
+    maxima = {}
+    if window.open_model:
+        lag = column["lag_us"]
+        part = (start - window.warmup_end_ms) * LAG_TREND_PARTS // max(window.end_ms - window.warmup_end_ms, 1)
+        first, last = part == 0, part == LAG_TREND_PARTS - 1
+        sums.update(late=lag > LATE_START_US, first_sum=lag * first, first_n=first, last_sum=lag * last, last_n=last)
+        maxima["max_lag"] = lag
+    groups = _grouped(keys, np.where(timed, column[window.value], 0), sums, maxima)
+    counts = _Counts(malformed, groups.with_columns(**{name: pl.lit(None, dtype=pl.Int64) for name in
+                                                       ("status", "request_bytes", "response_bytes")
+                                                       if name not in groups.columns}))
+    if window.open_model:
+        success = kind == SUCCESS
+        counts.latency = _grouped({"test": column["test"][success]}, column["latency_us"][success])
+    counts.threads = tuple(_distinct(column["thread"][timed])[1].tolist())
+    return counts
+
+
+def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each value's number among the distinct values (0, 1, … in their order), and those values."""
+    if not len(values):
+        return values, values
+    low, high = values.min(), values.max()
+    if low == high:
+        return np.zeros(len(values), dtype=np.int64), values[:1]
+    if int(high) - int(low) < DENSE_SPAN:
+        offsets = values - low
+        present = np.bincount(offsets) > 0
+        return (np.cumsum(present) - 1)[offsets], np.flatnonzero(present) + low
+    distinct, numbers = np.unique(values, return_inverse=True)
+    return numbers, distinct
+
+
+def _grouped(keys: dict[str, np.ndarray], value: np.ndarray, sums: dict[str, np.ndarray] | None = None,
+             maxima: dict[str, np.ndarray] | None = None) -> pl.DataFrame:
+    """Rows grouped by `keys` and the histogram bucket of `value` (>= 0): per group its keys, the
+    bucket's lower bound `lo`, the count `n`, the sums of the values' offsets from `lo` and of
+    their squares (the histogram's exact moments), their `low` and `high`, the sums of `sums`
+    and the maxima of `maxima`. Each group is a slot number, counted with numpy's bincount."""
+    shifts = bucket_shifts(value)
+    index = bucket_index(value, shifts)
+    first = index.min(initial=0)
+    slot, values = index - first, {"lo": bucket_low(np.arange(first, index.max(initial=0) + 1))}
+    width = len(values["lo"])
+    for name, key in keys.items():
+        numbers, values[name] = _distinct(key)
+        slot, width = slot + width * numbers, width * len(values[name])
+    slot, slots = _distinct(slot)
+    out = {}
+    for name, distinct in values.items():      # each key's number is a digit of the slot's
+        slots, digit = np.divmod(slots, len(distinct))
+        out[name] = distinct[digit]
+    out["n"] = np.bincount(slot)
+
+    def reduced(at: np.ufunc, start: int, of: np.ndarray) -> np.ndarray:
+        total = np.full(len(out["n"]), start, dtype=np.int64)
+        at.at(total, slot, of)
+        return total
+
+    offsets = value & ((1 << shifts) - 1)
+    out.update(offsets=reduced(np.add, 0, offsets), offsets_sq=reduced(np.add, 0, offsets * offsets),
+               low=reduced(np.minimum, np.iinfo(np.int64).max, value), high=reduced(np.maximum, 0, value))
+    out.update({name: reduced(np.add, 0, of) for name, of in (sums or {}).items()})
+    out.update({name: reduced(np.maximum, np.iinfo(np.int64).min, of) for name, of in (maxima or {}).items()})
+    return pl.DataFrame(out)
+
+
+def _add_buckets(histogram: Histogram, groups: pl.DataFrame) -> None:
+    """Add `_grouped`'s groups of one histogram's rows to it."""
+    columns = [groups[c].to_list() for c in ("lo", "n", "offsets", "offsets_sq")]
+    histogram.add_buckets(*columns, groups["low"].min(), groups["high"].max())
+
+
+def _merged(frames: list[pl.DataFrame], keys: list[str]) -> pl.DataFrame:
+    """Groups counted in several blocks, as one count per group."""
+    frame = pl.concat(frames, how="diagonal")   # columns a log lacks come last in its blocks
+    reduce = {"low": pl.Expr.min, "high": pl.Expr.max, "max_lag": pl.Expr.max}
+    return frame.group_by(*keys, "lo").agg(reduce.get(c, pl.Expr.sum)(pl.col(c))
+                                           for c in frame.columns if c not in (*keys, "lo"))
+
+
+def _aggregate(blocks: list[tuple[_Log, tuple[int, int]]], window: _Window, stats: LogStats) -> None:
+    """Count the blocks, in parallel, and put their counts into `stats`."""
+    groups: list[pl.DataFrame] = []
+    latency: list[pl.DataFrame] = []
+    threads: dict[str, set[int]] = {}
+    with ThreadPoolExecutor(max_workers=pl.thread_pool_size()) as pool:
+        for (log, _), counts in zip(blocks, pool.map(lambda b: _count_block(*b, window), blocks)):
+            name = log.path.name
+            if counts.malformed:
+                stats.malformed_by_file[name] = stats.malformed_by_file.get(name, 0) + counts.malformed
+                stats.malformed_lines += counts.malformed
+            threads.setdefault(name, set()).update(counts.threads)
+            for found, counted, keys in ((groups, counts.groups, ["kind", "test", "status"]),
+                                         (latency, counts.latency, ["test"])):
+                if counted is not None:
+                    found.append(counted)
+                    if len(found) >= FOLD_BLOCKS:
+                        found[:] = [_merged(found, keys)]
+    for name, seen in threads.items():     # a thread counts once per log, whichever tests it ran
+        stats.threads_by_file[name] = len(seen)
+    if not groups:
+        if window.open_model:
+            stats.late_starts = 0            # no transaction: none started late
+        return
+    main = _merged(groups, ["kind", "test", "status"]).sort("test", "kind", "status", nulls_last=True)
+    tests = stats.tests
+    for (test, kind, status), group in main.group_by("test", "kind", "status", maintain_order=True):
+        tests.setdefault(test, RowStats())._add(kind, status, group)
+    scale = 1 if window.value == "response_us" else 1000    # histograms are in µs
+    for part in tests.values():
+        part.response, part.failed_response = part.response.scaled(scale), part.failed_response.scaled(scale)
+    if window.open_model:
+        for part in tests.values():
+            part.latency = Histogram()
+        for (test,), group in (_merged(latency, ["test"]).group_by("test") if latency else ()):
+            _add_buckets(tests[test].latency, group)
+    for part in tests.values():      # the step's total: its tests' rows together
+        stats._absorb(part)
+    if window.open_model:
+        timed = main.filter(pl.col("kind").is_in([SUCCESS, FAILURE]))
+        stats._lag(timed)
+        for (test,), group in timed.group_by("test"):
+            tests[test]._lag(group)
+
 
 def threads_in_window(paths: list[Path], start_ms: int, end_ms: int) -> dict[str, int]:
     """threads_seen as the runner calls it after a step (esbperf/run/collect.py): the same count, one

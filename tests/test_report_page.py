@@ -1,0 +1,167 @@
+"""report.html reads well (issue 23.12): validity warnings grouped by kind with their steps folded,
+tables that keep every header and label at least as wide as its longest word at 1400 px (headless
+Chromium measures a copy of the page), and per-host graphs whose panels wrap into rows so that no
+title or axis label runs into another (matplotlib's own renderer measures them).
+
+The report is a real one: two synthetic runs of the thesis sweeps, two iterations each, with a
+load host (load2) beside the five and many warnings (short steps, no warm-up, a network fault
+on every step, hosts sharing CPUs)."""
+from __future__ import annotations
+
+import html
+import itertools
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+from esbperf.analysis import graphs, page, synthetic
+from esbperf.analysis.report import build_report
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+PAGE_WIDTH_PX = 1250        # page.py's body max-width: a graph wider than this is shrunk
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    """(report folder, analysis) of a direct and a camel run with a load2 host and many warnings."""
+    root = tmp_path_factory.mktemp("page")
+    runs = []
+    for target, seed in (("direct", 2), ("camel", 3)):
+        # 5-second steps without warm-up: every step is short, both runs lack a warm-up.
+        run = synthetic.thesis_run(root / f"{target}-run", target, rows_per_step=300, iterations=2, duration_s=5,
+                                   warmup_s=0, seed=seed)
+        info = json.loads((run / "run.json").read_text())
+        info["hosts"]["load2"] = {"address": "198.18.0.11", "link_mbit": 1000, "cpus": []}   # shares CPUs
+        (run / "run.json").write_text(json.dumps(info))
+        for step_json in sorted(run.rglob("step.json")):
+            meta = json.loads(step_json.read_text())
+            meta["hosts"]["load2"] = {"address": "198.18.0.11", "link_mbit": 1000}
+            meta["network_faults"] = [{"host": "esb", "description": "loss 5%", "loss_percent": 5}]
+            step_json.write_text(json.dumps(meta))
+            synthetic.write_monitor(step_json.parent, "load2", meta["start_ms"], meta["warmup_end_ms"], meta["end_ms"],
+                                    cpu_percent=30.0, rx_mbit=meta["users"] * 2.0, tx_mbit=meta["users"] * 2.0)
+        runs.append(run)
+    return build_report(runs, root / "report", compare=True)
+
+
+# --- the validity warnings -----------------------------------------------------------------------
+
+def test_warnings_are_grouped_by_kind_with_their_steps_folded(report):
+    out, analysis = report
+    html_text = (out / "report.html").read_text()
+    section = html_text[html_text.index('<h2 id="validity">'):html_text.index('<h2 id="ratios">')]
+    kinds = {w.kind for w in analysis.warnings}
+    assert {"short-steps", "network-faults", "no-warm-up", "shared-cpus"} <= kinds
+    folded = re.findall(r'<details id="validity-([\w-]+)"><summary><span class="count">(\d+) (\w+)</span>: (.*?)'
+                        r'</summary><ul>(.*?)</ul></details>', section)
+    assert sorted(kind for kind, *_ in folded) == sorted(kinds)          # one fold per kind
+    found = {kind: (int(count), unit, what, re.findall(r"<li>(.*?)</li>", items))
+             for kind, count, unit, what, items in folded}
+    count, unit, what, steps = found["network-faults"]
+    assert (count, unit) == (40, "steps") and len(steps) == 40 and len(set(steps)) == 40   # every step, listed
+    assert what.startswith("Steps ran while a network fault was emulated") and "it2 (esb:loss 5%)" in steps[-1]
+    assert found["no-warm-up"][:2] == (2, "runs") and found["no-warm-up"][3] == ["direct-run", "camel-run"]
+    # The terminal keeps one line per warning: the first steps named, the others counted.
+    [faults] = [w for w in analysis.warnings if w.kind == "network-faults"]
+    assert faults.startswith("40 step(s) ran while a network fault") and faults.endswith("; and 32 more")
+
+
+def test_a_warning_without_a_kind_is_shown_whole():
+    # A warning given as plain text (no ValidityWarning) is a kind of its own, shown in full.
+    section = page._warnings_section(SimpleNamespace(warnings=["Something odd <here>."]))
+    assert '<p id="validity-warning-0">Something odd &lt;here&gt;.</p>' in section and "<details" not in section
+
+
+# --- the page at 1400 px in a real browser ---------------------------------------------------------
+
+# Appended to a copy of the page: writes what it measures into the DOM, which --dump-dom prints.
+PROBE = """<script>
+window.addEventListener("load", () => {
+  const context = document.createElement("canvas").getContext("2d");
+  const wordWidth = (word, cell) => {
+    const s = getComputedStyle(cell);
+    context.font = `${s.fontStyle} ${s.fontWeight} ${s.fontSize} ${s.fontFamily}`;
+    return context.measureText(word).width;
+  };
+  const cells = [...document.querySelectorAll("th, td.text")].map(cell => {
+    const s = getComputedStyle(cell);
+    const words = cell.textContent.split(/\\s+/).filter(Boolean);
+    return {text: cell.textContent.slice(0, 60), tag: cell.tagName,
+            width: cell.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight),
+            longest: Math.max(0, ...words.map(w => wordWidth(w, cell)))};
+  });
+  const images = [...document.images].map(i => ({alt: i.alt, shown: i.clientWidth, natural: i.naturalWidth}));
+  const result = document.createElement("pre");
+  result.id = "probe-result";
+  result.textContent = JSON.stringify({cells, images, body: document.body.clientWidth,
+                                       scrolls: document.documentElement.scrollWidth > window.innerWidth});
+  document.body.appendChild(result);
+});
+</script>"""
+
+
+def measure(report_dir: Path, scratch: Path) -> dict:
+    """Render a copy of report.html with PROBE appended at 1400 px; what PROBE measured."""
+    probe = scratch / "probe"
+    shutil.copytree(report_dir, probe)
+    html_text = (probe / "report.html").read_text()
+    (probe / "probe.html").write_text(html_text.replace("</body>", PROBE + "</body>"))
+    result = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         f"--user-data-dir={scratch / 'profile'}", "--window-size=1400,2000", "--virtual-time-budget=10000",
+         "--dump-dom", (probe / "probe.html").as_uri()],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(scratch)})
+    found = re.search(r'<pre id="probe-result">(.*?)</pre>', result.stdout, re.S)
+    assert found, result.stderr[-2000:]
+    return json.loads(html.unescape(found.group(1)))
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (make test installs it)")
+def test_at_1400_px_no_header_or_label_is_narrower_than_its_longest_word(report, tmp_path):
+    out, _ = report
+    assert "<script" not in (out / "report.html").read_text()        # the page itself stays script-free
+    measured = measure(out, tmp_path)
+    assert measured["body"] == PAGE_WIDTH_PX and not measured["scrolls"]   # wide tables scroll in their own box
+    cells = measured["cells"]
+    assert len(cells) > 150 and {"series", "payload", "marks", "camel", "100KB"} <= {c["text"] for c in cells}
+    squeezed = [c for c in cells if c["width"] + 0.5 < c["longest"]]
+    assert not squeezed, squeezed[:10]
+    # Graphs are shown at (about) their own size: a row of six host panels used to be shrunk to 63 %.
+    assert len(measured["images"]) == 11
+    for image in measured["images"]:
+        assert image["natural"] <= PAGE_WIDTH_PX and image["shown"] >= 0.9 * image["natural"], image
+
+
+# --- the per-host graphs ---------------------------------------------------------------------------
+
+def test_per_host_panels_wrap_into_rows_and_no_title_or_label_overlaps(report):
+    _, analysis = report
+    colors = graphs._colors(analysis.graphs)
+    hosts = [g for g in analysis.graphs if g.name in ("proxy-network-vs-users", "proxy-cpu-vs-payload")]
+    assert [len(g.panels) for g in hosts] == [6, 6]                   # client, load2, esb, ws1, ws2, ws3
+    assert "load2 (link 1000 Mbit/s)" in [p.title for p in hosts[1].panels]
+    for graph in analysis.graphs:
+        fig = graphs.figure(graph, colors)
+        renderer = FigureCanvasAgg(fig).get_renderer()
+        frame = fig.bbox
+        texts = [t for t in fig.texts if t.get_text()]                 # title, shared axis labels
+        for ax in fig.axes:
+            texts += [t for t in (ax.title, ax.xaxis.label, ax.yaxis.label) if t.get_text()]
+        boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in texts]
+        for (a, box_a), (b, box_b) in itertools.combinations(boxes, 2):
+            assert not box_a.overlaps(box_b), f"{graph.name}: {a!r} overlaps {b!r}"
+        for text, box in boxes:
+            assert frame.x0 - 1 <= box.x0 and box.x1 <= frame.x1 + 1, f"{graph.name}: {text!r} is cut off"
+        widths = [ax.get_window_extent(renderer).width for ax in fig.axes]
+        assert frame.width <= PAGE_WIDTH_PX and min(widths) >= 250, (graph.name, frame.width, widths)
+        if graph in hosts:
+            rows = {round(ax.get_window_extent(renderer).y0) for ax in fig.axes}
+            assert len(rows) == 2, graph.name                         # six panels: two rows of three
