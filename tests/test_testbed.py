@@ -187,7 +187,10 @@ def test_testbed_commands_use_the_file_and_the_namespaces(tmp_path):
     assert "ip netns exec esbp-client esbperf console --testbed emulated" in lines
     lan = subprocess.run([*ESBPERF, "testbed", "commands", "--testbed", "lan-example"],
                          capture_output=True, text=True, check=True).stdout.splitlines()
-    assert "esbperf monitor --role ws3 --testbed lan-example" in lan
+    # each monitor watches its host's service JVMs, so a run started by hand gets their CPU too
+    assert "esbperf monitor --role ws3 --testbed lan-example --match 'esbperf.echo.EchoMain --id ws3'" in lan
+    esb_monitor = next(line for line in lan if line.startswith("esbperf monitor --role esb "))
+    assert "--match org.apache.synapse.SynapseServer" in esb_monitor
     assert "esbperf agent --testbed lan-example --count 1 --host-id load2" in lan   # a further load host
     assert not any("netns" in line for line in lan)
 

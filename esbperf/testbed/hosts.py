@@ -106,7 +106,8 @@ def host_commands(testbed: Testbed, file_arg: str, esb: str | None = None) -> di
     """What to start by hand on each host, in order (wrapped for the namespaces and CPUs when the
     testbed is emulated): what `esbperf testbed commands` prints."""
     commands: dict[str, list[list[str]]] = {}
-    for s in plan(testbed, esb, lambda role: file_arg, watch=False, floors=True):
+    # Each monitor watches its host's service JVMs (--match), so a run started by hand gets their CPU too.
+    for s in plan(testbed, esb, lambda role: file_arg, floors=True):
         commands.setdefault(s.role, []).append(testbed.command(s.role, list(s.argv)))
     return commands
 
