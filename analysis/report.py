@@ -23,7 +23,7 @@ from esbperf.analysis import graphs as graphing
 from esbperf.analysis.hlog import FOLDER as HLOG_FOLDER, write_hlogs
 from esbperf.analysis.page import render
 from esbperf.analysis.runs import Run, label_runs, load_runs
-from esbperf.analysis.stats import StepHistograms, aggregate, analyse_step, summary_frame
+from esbperf.analysis.stats import StepHistograms, aggregate, analyse_steps, summary_frame
 from esbperf.analysis.validity import validity_warnings
 from esbperf.core.errors import EsbperfError
 from esbperf.core.roles import ordered as ordered_roles
@@ -61,8 +61,8 @@ def analyse(run_dirs: list[Path], with_ratios: bool = False) -> Analysis:
     roles = ordered_roles({role for run in runs for role in run.roles})
     rows, step_histograms = [], {}
     for run in runs:
-        for step in run.steps:
-            for row, histograms in analyse_step(run, step, roles):
+        for step in analyse_steps(run, roles):
+            for row, histograms in step:
                 rows.append(row)
                 step_histograms[(run.name, row["step_dir"], row["test"])] = histograms
     summary = summary_frame(rows)

@@ -5,6 +5,7 @@ with 95 % confidence intervals."""
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Iterable
@@ -52,6 +53,8 @@ XCHECK_MEAN_FLOOR_MS = 0.03
 # Below this many iterations a t interval is mostly the t quantile (12.7 with one degree of
 # freedom): tables and graphs show the range of the iterations (min–max) instead.
 MIN_ITERATIONS_FOR_CI = 3
+# Steps analysed at once (analyse_steps); each parses its data logs on every core.
+STEPS_AT_ONCE = 2
 
 
 # --- one step ---------------------------------------------------------------------------------
@@ -389,6 +392,14 @@ def analyse_step(run: Run, step: Step, roles: Iterable[str] | None = None) -> li
     rows = step_rows(run, step, logs, hosts, roles, gcs)
     parts = logs.tests or {rows[0]["test"]: logs}
     return [(row, StepHistograms.of(parts[row["test"]])) for row in rows]
+
+
+def analyse_steps(run: Run, roles: Iterable[str] | None = None) -> list[list[tuple[dict, StepHistograms]]]:
+    """analyse_step of each of the run's steps, in order, STEPS_AT_ONCE at a time: while one step's
+    data logs are parsed (polars and numpy leave Python's lock), another's monitor files and
+    figures are computed."""
+    with ThreadPoolExecutor(max_workers=STEPS_AT_ONCE) as pool:
+        return list(pool.map(lambda step: analyse_step(run, step, roles), run.steps))
 
 
 # --- many steps ---------------------------------------------------------------------------------

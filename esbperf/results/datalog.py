@@ -68,6 +68,7 @@ BLOCK_BYTES = 16 << 20
 # Values of a key (threads, tests, statuses, buckets) spanning at most this many numbers are
 # counted by their position; a wider spread (garbage that parsed as numbers) is sorted instead.
 DENSE_SPAN = 1 << 22
+SMALL_SPAN = 64        # ... and those spanning fewer are numbered by their offset from the smallest
 # Block results added up at once: their number, not the rows', bounds the memory they take.
 FOLD_BLOCKS = 32
 
@@ -241,13 +242,6 @@ def _classified(rows: pl.LazyFrame, warmup_end_ms: int, end_ms: int) -> pl.LazyF
     return rows.with_columns(kind=kind)
 
 
-def threads_seen(paths: list[Path], warmup_end_ms: int, end_ms: int) -> dict[str, int]:
-    """The distinct worker threads that started at least one transaction (successful or failed)
-    in [warmup_end_ms, end_ms), per data log (file name -> threads; 0 for a log without one):
-    LogStats.threads_by_file, what the report shows."""
-    return log_stats(paths, warmup_end_ms, end_ms).threads_by_file
-
-
 def log_stats(paths: list[Path], warmup_end_ms: int, end_ms: int) -> LogStats:
     """Statistics of the rows of `paths` whose start time is in [warmup_end_ms, end_ms)."""
     stats = LogStats(files=len(paths), threads_by_file={p.name: 0 for p in paths})
@@ -258,7 +252,7 @@ def log_stats(paths: list[Path], warmup_end_ms: int, end_ms: int) -> LogStats:
             stats.malformed_by_file[log.path.name] = log.cut_lines
     headed = [log for log in logs if log.declared or log.lines[1] > log.lines[0]]
     has = {name: bool(headed) and all(name in log.declared for log in headed) for name in CUSTOM}
-    blocks = [(log, block) for log in logs if log.names for block in line_blocks(log.path, *log.lines, BLOCK_BYTES)]
+    blocks = _blocks(logs)
     if blocks:
         stats.rt_source = "us" if has["Response us"] else "ms"
         window = _Window(warmup_end_ms, end_ms, "response_us" if stats.rt_source == "us" else "time",
@@ -283,6 +277,12 @@ class _Window:
     value: str
     open_model: bool
 
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The columns counted (a log may lack the custom ones)."""
+        return ("thread", "test", "start", "errors", "status", "request_bytes", "response_bytes", self.value,
+                *(("latency_us", "lag_us") if self.open_model else ()))
+
 
 @dataclass
 class _Counts:
@@ -296,23 +296,35 @@ class _Counts:
     threads: tuple[int, ...] = ()
 
 
-def _count_block(log: _Log, block: tuple[int, int], window: _Window) -> _Counts:
+def _block_rows(log: _Log, block: tuple[int, int], wanted: tuple[str, ...]) -> tuple[int, dict[str, np.ndarray]]:
+    """A block's malformed lines, and its other rows' columns of `wanted` that the log has."""
     with open(log.path, "rb") as f:
         f.seek(block[0])
         text = f.read(block[1] - block[0])
-    wanted, bad = log.columns()
-    rows = pl.read_csv(text, has_header=False, separator=",", quote_char=None, schema=log.schema,
-                       ignore_errors=True, truncate_ragged_lines=True, encoding="utf8-lossy").select(**wanted, bad=bad)
+    columns, bad = log.columns()
+    # One thread per block: the blocks are what runs in parallel.
+    rows = pl.read_csv(text, has_header=False, separator=",", quote_char=None, schema=log.schema, n_threads=1,
+                       ignore_errors=True, truncate_ragged_lines=True, encoding="utf8-lossy")
+    rows = rows.select(bad=bad, **{name: columns[name] for name in wanted if name in columns})
     malformed = int(rows["bad"].sum())
     if malformed:
         rows = rows.filter(~pl.col("bad"))
-    if not rows.height:
-        return _Counts(malformed)
-    column = {name: rows[name].to_numpy() for name in wanted}
-    start = column["start"]
+    return malformed, {name: rows[name].to_numpy() for name in rows.columns if name != "bad" and rows.height}
+
+
+def _kinds(column: dict[str, np.ndarray], window: _Window) -> np.ndarray:
+    """What each (well-formed) row is: WARMUP, LATE, SUCCESS or FAILURE."""
     kind = np.where(column["errors"] == 0, SUCCESS, FAILURE)
-    kind[start < window.warmup_end_ms] = WARMUP
-    kind[start >= window.end_ms] = LATE
+    kind[column["start"] < window.warmup_end_ms] = WARMUP
+    kind[column["start"] >= window.end_ms] = LATE
+    return kind
+
+
+def _count_block(log: _Log, block: tuple[int, int], window: _Window) -> _Counts:
+    malformed, column = _block_rows(log, block, window.columns)
+    if not column:
+        return _Counts(malformed)
+    kind = _kinds(column, window)
     timed = kind >= SUCCESS
     keys = {"kind": kind, "test": column["test"]}
     if "status" in column:
@@ -321,7 +333,7 @@ def _count_block(log: _Log, block: tuple[int, int], window: _Window) -> _Counts:
     maxima = {}
     if window.open_model:
         lag = column["lag_us"]
-        part = (start - window.warmup_end_ms) * LAG_TREND_PARTS // max(window.end_ms - window.warmup_end_ms, 1)
+        part = (column["start"] - window.warmup_end_ms) * LAG_TREND_PARTS // max(window.end_ms - window.warmup_end_ms, 1)
         first, last = part == 0, part == LAG_TREND_PARTS - 1
         sums.update(late=lag > LATE_START_US, first_sum=lag * first, first_n=first, last_sum=lag * last, last_n=last)
         maxima["max_lag"] = lag
@@ -351,6 +363,16 @@ def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return numbers, distinct
 
 
+def _numbered(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """_distinct, but values within a small span are numbered by their offset, which is cheaper:
+    the value of each number is then every value of the span, present or not."""
+    if len(values):
+        low, high = values.min(), values.max()
+        if int(high) - int(low) < SMALL_SPAN:
+            return values - low, np.arange(low, high + 1)
+    return _distinct(values)
+
+
 def _grouped(keys: dict[str, np.ndarray], value: np.ndarray, sums: dict[str, np.ndarray] | None = None,
              maxima: dict[str, np.ndarray] | None = None) -> pl.DataFrame:
     """Rows grouped by `keys` and the histogram bucket of `value` (>= 0): per group its keys, the
@@ -363,8 +385,9 @@ def _grouped(keys: dict[str, np.ndarray], value: np.ndarray, sums: dict[str, np.
     slot, values = index - first, {"lo": bucket_low(np.arange(first, index.max(initial=0) + 1))}
     width = len(values["lo"])
     for name, key in keys.items():
-        numbers, values[name] = _distinct(key)
-        slot, width = slot + width * numbers, width * len(values[name])
+        numbers, values[name] = _numbered(key)
+        if len(values[name]) > 1:           # one value: every number is 0
+            slot, width = slot + width * numbers, width * len(values[name])
     slot, slots = _distinct(slot)
     out = {}
     for name, distinct in values.items():      # each key's number is a digit of the slot's
@@ -399,31 +422,49 @@ def _merged(frames: list[pl.DataFrame], keys: list[str]) -> pl.DataFrame:
                                            for c in frame.columns if c not in (*keys, "lo"))
 
 
+def _blocks(logs: list[_Log]) -> list[tuple[_Log, tuple[int, int]]]:
+    """The blocks of whole lines of the logs (line_blocks), BLOCK_BYTES or so each."""
+    return [(log, block) for log in logs if log.names for block in line_blocks(log.path, *log.lines, BLOCK_BYTES)]
+
+
+class _Folded(list):
+    """Counted groups of many blocks (_grouped's frames), added up FOLD_BLOCKS at a time."""
+
+    def __init__(self, keys: list[str]):
+        super().__init__()
+        self.keys = keys
+
+    def add(self, groups: pl.DataFrame | None) -> None:
+        if groups is not None:
+            self.append(groups)
+            if len(self) >= FOLD_BLOCKS:
+                self[:] = [_merged(self, self.keys)]
+
+    def total(self) -> pl.DataFrame | None:
+        return _merged(self, self.keys) if self else None
+
+
 def _aggregate(blocks: list[tuple[_Log, tuple[int, int]]], window: _Window, stats: LogStats) -> None:
-    """Count the blocks, in parallel, and put their counts into `stats`."""
-    groups: list[pl.DataFrame] = []
-    latency: list[pl.DataFrame] = []
+    """Count the blocks in parallel, a thread per core (polars and numpy release Python's lock
+    while they work), and put their counts into `stats`."""
+    groups, latency = _Folded(["kind", "test", "status"]), _Folded(["test"])
     threads: dict[str, set[int]] = {}
     with ThreadPoolExecutor(max_workers=pl.thread_pool_size()) as pool:
-        for (log, _), counts in zip(blocks, pool.map(lambda b: _count_block(*b, window), blocks)):
+        for (log, _), counts in zip(blocks, pool.map(lambda block: _count_block(*block, window), blocks)):
             name = log.path.name
             if counts.malformed:
                 stats.malformed_by_file[name] = stats.malformed_by_file.get(name, 0) + counts.malformed
                 stats.malformed_lines += counts.malformed
             threads.setdefault(name, set()).update(counts.threads)
-            for found, counted, keys in ((groups, counts.groups, ["kind", "test", "status"]),
-                                         (latency, counts.latency, ["test"])):
-                if counted is not None:
-                    found.append(counted)
-                    if len(found) >= FOLD_BLOCKS:
-                        found[:] = [_merged(found, keys)]
+            groups.add(counts.groups)
+            latency.add(counts.latency)
     for name, seen in threads.items():     # a thread counts once per log, whichever tests it ran
         stats.threads_by_file[name] = len(seen)
     if not groups:
         if window.open_model:
             stats.late_starts = 0            # no transaction: none started late
         return
-    main = _merged(groups, ["kind", "test", "status"]).sort("test", "kind", "status", nulls_last=True)
+    main = groups.total().sort("test", "kind", "status", nulls_last=True)
     tests = stats.tests
     for (test, kind, status), group in main.group_by("test", "kind", "status", maintain_order=True):
         tests.setdefault(test, RowStats())._add(kind, status, group)
@@ -433,7 +474,7 @@ def _aggregate(blocks: list[tuple[_Log, tuple[int, int]]], window: _Window, stat
     if window.open_model:
         for part in tests.values():
             part.latency = Histogram()
-        for (test,), group in (_merged(latency, ["test"]).group_by("test") if latency else ()):
+        for (test,), group in (latency.total().group_by("test") if latency else ()):
             _add_buckets(tests[test].latency, group)
     for part in tests.values():      # the step's total: its tests' rows together
         stats._absorb(part)
@@ -442,18 +483,3 @@ def _aggregate(blocks: list[tuple[_Log, tuple[int, int]]], window: _Window, stat
         stats._lag(timed)
         for (test,), group in timed.group_by("test"):
             tests[test]._lag(group)
-
-
-def threads_in_window(paths: list[Path], start_ms: int, end_ms: int) -> dict[str, int]:
-    """threads_seen as the runner calls it after a step (esbperf/run/collect.py): the same count, one
-    definition; a file that is not a data log counts 0 threads instead of stopping the run."""
-    try:
-        return threads_seen(paths, start_ms, end_ms)
-    except EsbperfError:
-        counts = {}
-        for path in paths:
-            try:
-                counts.update(threads_seen([path], start_ms, end_ms))
-            except EsbperfError:
-                counts[path.name] = 0
-        return counts

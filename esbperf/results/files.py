@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 _CHUNK = 1 << 24
+_TAIL = 1 << 16
 
 
 def read_header(path: Path) -> tuple[str | None, bool]:
@@ -38,6 +39,40 @@ def tail(path: Path, size: int = 8192) -> str:
         f.seek(0, 2)
         f.seek(max(0, f.tell() - size))
         return f.read().decode("utf-8", "replace")
+
+
+def lines_after_header(path: Path) -> tuple[int, int]:
+    """The byte range [start, end) of the whole lines after the first one: from the end of the
+    header line to the end of the last line that has its newline (a line cut short lies at or
+    after `end`, up to the file's size). The header line must be complete (read_header)."""
+    with open(path, "rb") as f:
+        start = len(f.readline())
+        end = f.seek(0, 2)
+        while end > start:                  # back from the end, block by block, to a newline
+            block = min(_TAIL, end - start)
+            f.seek(end - block)
+            newline = f.read(block).rfind(b"\n")
+            if newline >= 0:
+                return start, end - block + newline + 1
+            end -= block
+    return start, start
+
+
+def line_blocks(path: Path, start: int, end: int, size: int) -> list[tuple[int, int]]:
+    """Whole lines [start, end) (lines_after_header) split into byte ranges of about `size`, each
+    ending after a newline: parts to read and parse one at a time, however large the file."""
+    blocks = []
+    with open(path, "rb") as f:
+        while end - start > size:
+            cut = f.seek(start + size - 1)
+            while (newline := (text := f.read(_TAIL)).find(b"\n")) < 0 and text:
+                cut += len(text)
+            cut = min(cut + newline + 1, end) if text else end
+            blocks.append((start, cut))
+            start = cut
+    if end > start:
+        blocks.append((start, end))
+    return blocks
 
 
 def complete_data_lines(path: Path) -> int | None:

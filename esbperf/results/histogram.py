@@ -17,20 +17,44 @@ those of the raw values."""
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, Sequence
 
+import numpy as np
 import polars as pl
 
 SIGNIFICANT_BITS = 11
 EXACT_BELOW = 1 << SIGNIFICANT_BITS                          # 2048 µs
 MAX_RELATIVE_ERROR = 1 / (1 << (SIGNIFICANT_BITS - 1))       # 1/1024: a percentile's bound
+BUCKETS = (64 - SIGNIFICANT_BITS + 1) << (SIGNIFICANT_BITS - 1)   # bucket numbers of int64 values
 
 
 def bucket(value: int) -> int:
     """The lower bound of the bucket holding `value`."""
     shift = max(0, value.bit_length() - SIGNIFICANT_BITS)
     return (value >> shift) << shift
+
+
+def bucket_shifts(values: np.ndarray) -> np.ndarray:
+    """`bucket`'s shift for each value of a non-negative int64 array: the bucket of v is
+    [(v >> s) << s, ((v >> s) + 1) << s)."""
+    bits = np.frexp(values.astype(np.float64))[1].astype(np.int64)
+    # From 2^53 on the float may round up to the next power of two: one bit too many then.
+    bits -= (values >> np.maximum(bits - 1, 0)) == 0
+    return np.maximum(bits - SIGNIFICANT_BITS, 0)
+
+
+def bucket_index(values: np.ndarray, shifts: np.ndarray) -> np.ndarray:
+    """Each value's bucket as a number in value order, below BUCKETS: the value itself below
+    EXACT_BELOW, then EXACT_BELOW / 2 numbers per power of two."""
+    return (values >> shifts) + (shifts << (SIGNIFICANT_BITS - 1))
+
+
+def bucket_low(index: np.ndarray) -> np.ndarray:
+    """The lower bound of each bucket number of `bucket_index`."""
+    shifts = np.maximum((index >> (SIGNIFICANT_BITS - 1)) - 1, 0)
+    return (index - (shifts << (SIGNIFICANT_BITS - 1))) << shifts
 
 
 def bucket_expr(value: pl.Expr) -> pl.Expr:
@@ -54,21 +78,31 @@ class Histogram:
     total_sq: int = 0
     min: int | None = None
     max: int | None = None
+    # items(), kept until the counts change: percentiles and the stall bands read it many times.
+    _sorted: tuple[tuple[int, int], ...] | None = field(default=None, repr=False, compare=False)
 
     def add(self, lo: int, n: int, offsets: int, offsets_sq: int, low: int, high: int) -> None:
         """Add a bucket's group: n values of lower bound `lo`, the sums of (v - lo) and (v - lo)²."""
-        if not n:
-            return
-        self.counts[lo] = self.counts.get(lo, 0) + n
-        self.n += n
-        self.total += n * lo + offsets
-        self.total_sq += n * lo * lo + 2 * lo * offsets + offsets_sq
+        if n:
+            self.add_buckets([lo], [n], [offsets], [offsets_sq], low, high)
+
+    def add_buckets(self, lo: Sequence[int], n: Sequence[int], offsets: Sequence[int],
+                    offsets_sq: Sequence[int], low: int, high: int) -> None:
+        """`add` of several buckets' groups at once (Python ints: the sums stay exact); `low` and
+        `high` are the smallest and the largest of their values."""
+        for bucket_lo, count in zip(lo, n):
+            self.counts[bucket_lo] = self.counts.get(bucket_lo, 0) + count
+        self._sorted = None
+        self.n += sum(n)
+        self.total += sum(map(operator.mul, n, lo)) + sum(offsets)
+        self.total_sq += sum(k * b * b + 2 * b * o + q for k, b, o, q in zip(n, lo, offsets, offsets_sq))
         self.min = low if self.min is None else min(self.min, low)
         self.max = high if self.max is None else max(self.max, high)
 
     def merge(self, other: "Histogram") -> "Histogram":
         for lo, n in other.counts.items():
             self.counts[lo] = self.counts.get(lo, 0) + n
+        self._sorted = None
         self.n += other.n
         self.total += other.total
         self.total_sq += other.total_sq
@@ -101,7 +135,10 @@ class Histogram:
                          None if self.max is None else self.max * factor)
 
     def items(self) -> list[tuple[int, int]]:
-        return sorted(self.counts.items())
+        """(bucket lower bound, count), ascending."""
+        if self._sorted is None:
+            self._sorted = tuple(sorted(self.counts.items()))
+        return list(self._sorted)
 
     def percentile(self, p: float) -> int | None:
         """Nearest-rank percentile p (bucket lower bound, clamped to the exact min)."""
