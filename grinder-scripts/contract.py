@@ -116,7 +116,10 @@ class Expected(object):
     the X-Echo-Backend header equal to `backend` (unless None), the body equal to `body` (unless
     None) and holding `contains` (unless None). The workers test it in Java on the raw bytes
     (esbperf.client.Expected); an answer that fails it goes to the request's `check`, which
-    decides and says why. So an answer that meets it must pass `check` (tests/test_timing.py)."""
+    decides and says why. So an answer that meets it must pass `check` (tests/test_timing.py).
+    An answer `check` accepted is learned as a second fast check of its request (its status,
+    X-Echo-Backend header and body: esbperf.client.KnownAnswers), so every check must read
+    nothing else of an answer and decide the same for the same three (tests/test_timing.py)."""
 
     def __init__(self, backend=None, body=None, contains=None, may_miss=False):
         self.backend = backend
@@ -131,7 +134,8 @@ class Request(object):
 
     backend: for the `direct` target, the echo service it is sent to; for an ESB, the one that
     must have answered. path: on the ESB or, for `direct`, on that back end. expected: an
-    Expected, or None when only `check` can tell a right answer.
+    Expected, or None when no right answer can be foreseen byte for byte (an ESB's own JSON or
+    XML): the workers then learn right answers from `check` (Expected's docstring).
     """
 
     def __init__(self, backend, path, content_type, headers, body, check, expected=None, data=None):

@@ -6,13 +6,15 @@ import java.util.List;
 /**
  * The requests a worker process cycles through, prepared once and shared read-only by its
  * threads (a 1 MB payload is held once per process, not once per thread), each with the fast
- * check of its answer (null: the scenario's own check judges every answer).
+ * checks of its answer: a fixed {@link Expected} (null: none can be foreseen) and the answers
+ * learned right ({@link KnownAnswers}, filled as the scenario's own check accepts them).
  */
 public final class Requests {
 
   private final boolean keepAlive;
   private final List<PreparedRequest> prepared = new ArrayList<>();
   private final List<Expected> expected = new ArrayList<>();
+  private final List<KnownAnswers> known = new ArrayList<>();
 
   public Requests(boolean keepAlive) {
     this.keepAlive = keepAlive;
@@ -22,6 +24,7 @@ public final class Requests {
                   Expected expectation) {
     prepared.add(HttpClient.prepare(baseUrl, keepAlive, path, contentType, headers, body));
     expected.add(expectation);
+    known.add(new KnownAnswers());
   }
 
   public boolean isKeepAlive() {
@@ -38,5 +41,9 @@ public final class Requests {
 
   Expected expected(int i) {
     return expected.get(i);
+  }
+
+  KnownAnswers known(int i) {
+    return known.get(i);
   }
 }

@@ -32,9 +32,16 @@ public final class Response {
     return status;
   }
 
+  /** The header the echo back ends name themselves in (what the fast checks compare). */
+  static final byte[] ECHO_BACKEND = AnswerReader.ascii("x-echo-backend");
+
   /** A header's value, whatever the case of its name (repeated headers joined by ", "); null if absent. */
   public String header(String name) {
-    final byte[] lower = AnswerReader.ascii(name.toLowerCase(java.util.Locale.ROOT));
+    return header(AnswerReader.ascii(name.toLowerCase(java.util.Locale.ROOT)));
+  }
+
+  /** {@link #header(String)} by the name's lower-case ASCII bytes, made once by the caller. */
+  String header(byte[] lower) {
     String value = null;
     for (int i = 1; i + 1 < lines.length; i++) {
       final int start = lines[i];

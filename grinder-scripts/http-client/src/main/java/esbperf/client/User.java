@@ -1,6 +1,8 @@
 package esbperf.client;
 
 import java.io.IOException;
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadMXBean;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.concurrent.locks.LockSupport;
@@ -11,7 +13,7 @@ import net.grinder.script.Statistics.StatisticsForTest;
 
 /**
  * One Grinder worker thread's transactions, everything per transaction done in Java so that
- * the script's Jython does three calls per transaction and nothing else:
+ * the script's Jython does three calls per transaction and nothing else when the answer is right:
  * <ol>
  *   <li>{@link #awaitTurn()}: in the open model, take the next ticket of the process's
  *       {@link Schedule} and sleep until it is due (nothing in the closed model);</li>
@@ -20,11 +22,17 @@ import net.grinder.script.Statistics.StatisticsForTest;
  *       throws, a failure is kept;</li>
  *   <li>{@link #finish()}: the data-log columns of the last test, and the fast answer check.</li>
  * </ol>
+ * An answer the fast check does not accept goes to the scenario's own check; when that accepts
+ * it, {@link #learn()} makes the same answer right in Java from then on, for every thread.
+ *
+ * <p>It also measures what the client costs: the thread's own CPU time per transaction, from the
+ * first transaction that ends after {@link #countCpuAfter} (JIT warm-up left out) to
+ * {@link #close()} — Java, Jython and Grinder's bookkeeping alike ({@link #getCpuSummary()}).
  * Not thread-safe: one instance per worker thread.
  */
 public final class User {
 
-  /** {@link #finish()}: the answer met its fast check (a right answer). */
+  /** {@link #finish()}: the answer met its fast check, fixed or learned (a right answer). */
   public static final int RIGHT = 0;
   /** {@link #finish()}: the scenario's own check must judge the answer. */
   public static final int CHECK = 1;
@@ -37,6 +45,9 @@ public final class User {
   static final String RESPONSE_BYTES = "userLong2";
   static final String RESPONSE_US = "userLong3";
   static final String LATENCY_US = "userLong4";
+
+  private static final ThreadMXBean THREADS = ManagementFactory.getThreadMXBean();
+  private static final boolean CPU_CLOCK = THREADS.isThreadCpuTimeSupported() && THREADS.isThreadCpuTimeEnabled();
 
   private final Requests requests;
   private final HttpClient[] clients;   // per request; requests to one server share a client
@@ -51,6 +62,12 @@ public final class User {
   private long micros;
   private long latencyMicros;
   private boolean closed;
+  private long transactions;
+  private long cpuFrom = System.nanoTime();   // transactions ending from then on are counted
+  private long cpuThreadId = -1;              // the worker thread, once the count has begun
+  private long cpuAtStart;                    // its CPU time (ns) then
+  private long cpuTransactions;               // transactions ended after that
+  private long cpuNanos = -1;                 // its CPU time from cpuAtStart to close()
 
   /**
    * @param schedule   the process's open-model schedule, or null for the closed model
@@ -106,12 +123,23 @@ public final class User {
 
   /**
    * Fill the last test's data-log columns (and mark it failed when there was no answer), then
-   * test the answer against its fast check: {@link #RIGHT}, {@link #CHECK} or {@link #NO_ANSWER}.
+   * test the answer against its fast check: its request's {@link Expected}, then the answers
+   * learned right for it. {@link #RIGHT}, {@link #CHECK} or {@link #NO_ANSWER}.
    */
   public int finish() throws GrinderException {
     final long start = answer != null ? answer.getStartNanos() : clients[index].getLastStartNanos();
     final long end = answer != null ? answer.getEndNanos() : failedAt;
     micros = (end - start) / 1000;
+    transactions++;
+    if (end - cpuFrom >= 0) {
+      if (cpuThreadId >= 0) {
+        cpuTransactions++;
+      }
+      else if (CPU_CLOCK) {
+        cpuThreadId = Thread.currentThread().getId();
+        cpuAtStart = THREADS.getCurrentThreadCpuTime();
+      }
+    }
     if (schedule != null) {
       latencyMicros = (end - due) / 1000;
       schedule.started(start, start - due);
@@ -135,7 +163,47 @@ public final class User {
       return NO_ANSWER;
     }
     final Expected expected = requests.expected(index);
-    return expected != null && expected.isMetBy(answer) ? RIGHT : CHECK;
+    if (expected != null && expected.isMetBy(answer)) {
+      return RIGHT;
+    }
+    return requests.known(index).contain(answer) ? RIGHT : CHECK;
+  }
+
+  /**
+   * The scenario's own check accepted the last answer: keep it as a right answer of its request,
+   * for every thread of the process. False when it is not kept (known already, or its request
+   * has {@link KnownAnswers#VARIANTS} kept).
+   */
+  public boolean learn() {
+    return answer != null && requests.known(index).learn(answer);
+  }
+
+  /** Transactions finished so far. */
+  public long getTransactions() {
+    return transactions;
+  }
+
+  /**
+   * Count the thread's CPU time from the first transaction that ends {@code millis} from now on
+   * (default: from its first transaction).
+   */
+  public void countCpuAfter(long millis) {
+    cpuFrom = System.nanoTime() + millis * 1_000_000;
+  }
+
+  /** The thread's CPU time per transaction in µs, from the count's start to {@link #close()}; -1 if none. */
+  public double getCpuMicrosPerTransaction() {
+    return cpuNanos < 0 || cpuTransactions == 0 ? -1 : cpuNanos / 1000.0 / cpuTransactions;
+  }
+
+  /** One line for the worker log about {@link #getCpuMicrosPerTransaction()}, after {@link #close()}. */
+  public String getCpuSummary() {
+    if (getCpuMicrosPerTransaction() < 0) {
+      return "client CPU: not measured (" + (CPU_CLOCK ? "no transaction counted" : "no thread CPU clock") + ")";
+    }
+    return String.format(java.util.Locale.ROOT,
+        "client CPU: %.1f us per transaction (this thread's CPU time over %d transactions)",
+        getCpuMicrosPerTransaction(), cpuTransactions);
   }
 
   /** Index of the last transaction's request (in the order of {@link Requests#add}). */
@@ -169,6 +237,10 @@ public final class User {
       return false;
     }
     closed = true;
+    if (cpuThreadId >= 0) {
+      final long now = THREADS.getThreadCpuTime(cpuThreadId);   // -1 if the thread has ended
+      cpuNanos = now < 0 ? -1 : now - cpuAtStart;
+    }
     for (HttpClient c : clients) {
       c.close();
     }

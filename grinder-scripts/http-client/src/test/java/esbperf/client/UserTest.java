@@ -1,6 +1,7 @@
 package esbperf.client;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -42,6 +43,53 @@ class UserTest {
       }
       assertEquals(false, user.close());
       assertEquals(6, server.getServed());
+    }
+  }
+
+  @Test
+  void anAnswerTheCheckAcceptedIsRightInJavaForEveryThreadOfTheProcess() throws Exception {
+    // An ESB's own JSON: no fixed expectation can foresee it.
+    final byte[] json = "{\"WSResponse\":\"1 hello [echoed by ws1]\"}".getBytes();
+    try (CannedServer server = CannedServer.start(CannedServer.answer(new String[] {"X-Echo-Backend", "ws1"}, json))) {
+      final Requests r = new Requests(true);
+      r.add(server.getUrl(), "/transform/json", "application/json", null, "{\"id\": 1}".getBytes(), null);
+      final User first = new User(r, 5000, null, null);
+      final User second = new User(r, 5000, null, null);
+      first.exchange();
+      assertEquals(User.CHECK, first.finish(), "not known until the scenario's check accepted it");
+      assertTrue(first.learn());
+      first.exchange();
+      assertEquals(User.RIGHT, first.finish());
+      second.exchange();
+      assertEquals(User.RIGHT, second.finish(), "learned by one thread, known to all");
+      assertFalse(second.learn(), "known already");
+      first.close();
+      second.close();
+    }
+  }
+
+  @Test
+  void theThreadsCpuTimePerTransactionIsCountedFromItsMark() throws Exception {
+    try (CannedServer server = echoOfBody()) {
+      final User counted = new User(requests(server.getUrl()), 5000, null, null);
+      final User notYet = new User(requests(server.getUrl()), 5000, null, null);
+      notYet.countCpuAfter(60_000);
+      for (int i = 0; i < 200; i++) {
+        for (User user : new User[] {counted, notYet}) {
+          user.exchange();
+          user.finish();
+        }
+      }
+      counted.close();
+      notYet.close();
+      assertEquals(200, counted.getTransactions());
+      // The first transaction marks the start; the 199 after it are counted. A loopback
+      // exchange costs this thread some µs of CPU, far less than a second.
+      final double micros = counted.getCpuMicrosPerTransaction();
+      assertTrue(micros > 0 && micros < 100_000, micros + " us");
+      assertTrue(counted.getCpuSummary().endsWith("over 199 transactions)"), counted.getCpuSummary());
+      assertEquals(-1, notYet.getCpuMicrosPerTransaction());
+      assertEquals("client CPU: not measured (no transaction counted)", notYet.getCpuSummary());
     }
   }
 
