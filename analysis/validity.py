@@ -11,6 +11,11 @@ from esbperf.analysis.stats import (CONSOLE_TOLERANCE, LAG_GROWTH_SHARE, LITTLE_
                                     target_cpu_percent)
 
 LISTED = 8   # steps named per warning; the rest are counted
+# A worker JVM is new in every step: for its first seconds under load it compiles Jython, Grinder
+# and the client on the cores the target shares, and runs them slowly meanwhile. On 2 cores that
+# took about 10 s after the workers' first report (docs/grinder.md, "A new worker JVM per step");
+# a step measured sooner reads low at 1 user and at saturation.
+WORKER_JIT_S = 10
 
 
 def _step_name(row: dict) -> str:
@@ -109,6 +114,16 @@ def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
     rows = summary.to_dicts()
     # A step of several tests has a row per test: what belongs to the step is judged once, of no test.
     steps = list({(r["run"], r["step_dir"]): {**r, "test": None} for r in rows}.values())
+    under_load = {(run.name, str(s.dir.relative_to(run.dir))): (s.meta["warmup_end_ms"] - s.meta["first_report_ms"]) / 1000
+                  for run in runs for s in run.steps
+                  if isinstance(s.meta.get("first_report_ms"), int) and isinstance(s.meta.get("warmup_end_ms"), int)}
+    compiling = [r for r in steps if under_load.get((r["run"], r["step_dir"]), WORKER_JIT_S) < WORKER_JIT_S]
+    if compiling:
+        out.append(_about("worker-jit", compiling, "step", f"were measured less than {WORKER_JIT_S} s after the workers' "
+                          "first report, while the new worker JVM was still compiling its code on the cores the "
+                          "target shares: their TPS reads low and their mean high (on 2 cores by up to a quarter); "
+                          f"a warmup_s of {2 * WORKER_JIT_S} or more avoids it",
+                          lambda r: f"{under_load[(r['run'], r['step_dir'])]:.1f} s under load before the window"))
     interval = {r.name: r.console_sample_interval_ms for r in runs}
     short = [r for r in steps if r["window_s"] * 1000 < MIN_SAMPLES_PER_STEP * interval[r["run"]]]
     if short:

@@ -666,6 +666,17 @@ def test_warnings_for_no_warmup_short_steps_console_and_network_faults(tmp_path:
     assert not [w for w in analyse([quiet]).warnings if "warm-up" in w or "sample intervals" in w or "fault" in w]
 
 
+def test_steps_measured_while_the_worker_jvm_compiles_are_named(tmp_path: Path):
+    """The window must open WORKER_JIT_S after the workers' first report: sooner, the new worker
+    JVM is still compiling its code on the target's cores (the 1-user bias of issue 22)."""
+    short = synthetic.thesis_run(tmp_path / "short", "camel", rows_per_step=50, duration_s=10, warmup_s=2)
+    [warning] = [w for w in analyse([short]).warnings if w.kind == "worker-jit"]
+    assert warning.startswith("10 step(s) were measured less than 10 s after the workers' first report")
+    assert "(1.5 s under load before the window)" in warning.items[0], warning.items
+    long = synthetic.thesis_run(tmp_path / "long", "camel", rows_per_step=50, duration_s=10, warmup_s=30)
+    assert not [w for w in analyse([long]).warnings if w.kind == "worker-jit"]
+
+
 def test_console_count_allows_for_the_window_edges_of_a_short_step(tmp_path: Path):
     """A 2-second demo step at 80 users: the console's count may be off by what runs at the
     window's edges (a sample interval of transactions, one in flight per thread); the old 10 %

@@ -1,7 +1,7 @@
 """Benchmark: esbperf's figures beside an independent client's, on the set-up a user runs.
 
     .venv/bin/python grinder-scripts/bench/bench_timing.py [--testbed local|emulated] [--esb camel]
-        [--rounds 3] [--users 1,20] [--payload 1KB] [--scenario proxy] [--seconds 10] [--warmup 5]
+        [--rounds 3] [--users 1,20] [--payload 1KB] [--scenario proxy] [--seconds 10] [--warmup 20]
         [--target-warmup 10] [--property NAME=VALUE ...]
 
 Starts every service of the testbed exactly as `esbperf testbed commands` prints them (three
@@ -54,7 +54,8 @@ def main() -> int:
     parser.add_argument("--payload", default="1KB")
     parser.add_argument("--scenario", default="proxy")
     parser.add_argument("--seconds", type=float, default=10)
-    parser.add_argument("--warmup", type=float, default=5)
+    parser.add_argument("--warmup", type=float, default=20,
+                        help="each step's warm-up: past the new worker JVM's compile phase (about 10 s here)")
     parser.add_argument("--target-warmup", type=float, default=10)
     parser.add_argument("--property", action="append", default=[], metavar="NAME=VALUE")
     args = parser.parse_args()
