@@ -187,12 +187,12 @@ def test_busy_loop_raises_total_cpu_and_the_watched_processes_cpu_through_sigar_
     busy = [subprocess.Popen(busy_loop) for _ in range(os.cpu_count())]   # every core
     ports = {"sigar": 17107, "oshi": 17108}
     testbeds = {sampler: make_testbed(tmp_path / f"{sampler}.yaml", {"esb": port}) for sampler, port in ports.items()}
-    monitors = []
+    started = []
     try:
         start = now_ms()
         watched_pid = busy[0].pid
         for sampler, port in ports.items():
-            monitors.append(monitor.start_monitor("esb", "127.0.0.1", port, pids=[watched_pid, idle.pid],
+            started.append(monitor.start_monitor("esb", "127.0.0.1", port, pids=[watched_pid, idle.pid],
                                                   matches=[marker], workdir=tmp_path / sampler, sampler=sampler))
         used_before, watch_start = cpu_seconds(watched_pid), time.monotonic()
         time.sleep(6.5)
@@ -212,10 +212,10 @@ def test_busy_loop_raises_total_cpu_and_the_watched_processes_cpu_through_sigar_
         results = {sampler: monitors.collect_step(testbed, tmp_path / f"step-{sampler}", start, start + 2000, restarted)
                    for sampler, testbed in testbeds.items()}
     finally:
-        stop(*monitors, idle, *busy)
+        stop(*started, idle, *busy)
 
-    assert monitor.sampler_notice(monitors[1]) == "monitor: sampling through OSHI (--sampler oshi)"
-    assert monitor.sampler_notice(monitors[0]) is None
+    assert monitor.sampler_notice(started[1]) == "monitor: sampling through OSHI (--sampler oshi)"
+    assert monitor.sampler_notice(started[0]) is None
     assert {r["metric"] for r in rows["sigar"]} >= {"cpu.core", "mem.used", "net.tx_packets", "proc.cpu", "proc.rss"}
     keys = {sampler: {(r["metric"], r["subject"]) for r in found} for sampler, found in rows.items()}
     assert keys["oshi"] == keys["sigar"], keys["oshi"] ^ keys["sigar"]

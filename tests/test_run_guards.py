@@ -82,12 +82,18 @@ class CuttingEcho:
             try:
                 data = b""
                 while b"\r\n\r\n" not in data:
-                    data += connection.recv(65536) or b"!"
+                    chunk = connection.recv(65536)
+                    if not chunk:           # the client went away: nothing to answer (no busy loop)
+                        return
+                    data += chunk
                 head, _, body = data.partition(b"\r\n\r\n")
                 length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
                               if line.lower().startswith(b"content-length"))
                 while len(body) < length:
-                    body += connection.recv(65536)
+                    chunk = connection.recv(65536)
+                    if not chunk:
+                        return
+                    body += chunk
                 self.served += 1
                 if self.served <= self.whole:
                     path = head.split(b" ")[1].decode()

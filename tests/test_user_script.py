@@ -46,7 +46,7 @@ class TestRunner:
             grinder.statistics.forLastTest.success = 0
 
     def __del__(self):   # per-thread clean-up, as Grinder calls it when a worker thread ends
-        grinder.logger.info("thesis script: thread %d cleaned up" % grinder.threadNumber)
+        grinder.logger.info("thesis script: thread %%d cleaned up" %% grinder.threadNumber)
 '''
 
 PROPERTIES = """\
