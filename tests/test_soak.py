@@ -13,7 +13,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-pytestmark = [pytest.mark.slow, pytest.mark.long]
+# Ten minutes of load and the sweeps around them: past pytest-timeout's default 600 s per test.
+pytestmark = [pytest.mark.slow, pytest.mark.long, pytest.mark.timeout(2400)]
 
 
 def test_ten_minutes_of_load_grow_nothing():

@@ -16,7 +16,8 @@ from esbperf.core.project import CONSOLE_CONFIG
 from esbperf.run import runner
 from esbperf.services.esb import start_esb
 
-pytestmark = [pytest.mark.slow, pytest.mark.long]
+# Three scenarios, two targets, the whole thesis grid at 1 s per step: past the default 600 s per test.
+pytestmark = [pytest.mark.slow, pytest.mark.long, pytest.mark.timeout(1800)]
 
 CAMEL_PORT = 16280   # the tests' testbed file gives camel this port (conftest.write_testbed)
 
