@@ -24,6 +24,7 @@ import argparse
 import csv
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -99,6 +100,8 @@ def main() -> int:
     parser.add_argument("--sample-s", type=float, default=10)
     parser.add_argument("--max-growth", type=float, default=5.0, help="percent per hour")
     args = parser.parse_args()
+    # A SIGTERM (a caller's timeout) ends through the finally below, which takes the testbed down.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     work = Path(tempfile.mkdtemp(prefix="esbperf-soak-"))
     testbed = soak_testbed(work, args.testbed == "emulated")
