@@ -135,6 +135,7 @@ def worker_pids(agent_folder: Path) -> list[int]:
     return [int(p) for p in out.split()]
 
 
+@pytest.mark.long
 def test_an_agent_killed_mid_step_keeps_the_step_aside_and_resume_finishes(lab, tmp_path):
     the_plan = plans.load(write_plan(tmp_path / "agentless.yaml", duration_s=6))
 
@@ -161,6 +162,7 @@ def test_an_agent_killed_mid_step_keeps_the_step_aside_and_resume_finishes(lab, 
     assert json.loads((run_dir / "run.json").read_text())["finished"]
 
 
+@pytest.mark.long
 def test_a_worker_killed_mid_step_spoils_that_step_only(lab, tmp_path):
     the_plan = plans.load(write_plan(tmp_path / "workerless.yaml", duration_s=6))
 

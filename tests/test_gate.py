@@ -348,6 +348,7 @@ def compare(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
+@pytest.mark.long   # three real runs (~3.5 min); the gate's rules are tested above on crafted runs
 def test_the_gate_passes_a_rerun_and_fails_a_run_made_slower_on_purpose(grinder, echoes, tmp_path):
     from esbperf.services.echo import start_echo
 

@@ -1,6 +1,6 @@
 """Benchmark: what the client costs per transaction in each scenario, with learned fast checks and without.
 
-    flock /tmp/esbperf-test.lock .venv/bin/python grinder-scripts/bench/bench_client_cpu.py [--rounds 3]
+    .venv/bin/python grinder-scripts/bench/bench_client_cpu.py [--rounds 3]
         [--scenarios proxy,cbr,hbr,json,xslt,raw,cbr-raw,hbr-raw] [--rate 400] [--users 4]
         [--payload 1KB] [--seconds 10] [--warmup 20] [--target-warmup 20] [--esb camel]
 
