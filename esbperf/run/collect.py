@@ -5,7 +5,9 @@ resolves it under each agent's own working folder, on whatever machine that agen
 step, each agent's folder is found and its logs are moved (this machine) or fetched (a load host
 reached over ssh) into the step's `logs/`. A step counts only when every worker that ran it left
 a data log and a worker log that ends with Grinder's final statistics: a worker killed mid-step
-cannot write them, and its data log may end in a cut line.
+cannot write them, and its data log may end in a cut line. The console shows a worker finished a
+moment before its JVM writes those statistics and flushes its data log's last block on the way out,
+so an agent's folder is brought home once no process holds its files open (results/files.py).
 
 Where an agent's working folder is: esbperf's agents live in `<state>/agents/<agent name>`; on this
 machine that is one of the state folders the runner knows (its own, and the launcher's for the
@@ -19,7 +21,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from esbperf.core.errors import EsbperfError
-from esbperf.results.files import ends_with_newline, tail
+from esbperf.results.files import ends_with_newline, tail, wait_closed
 
 # What a worker writes at its normal end (also when the console stops it), never when killed.
 FINAL_STATISTICS = "Final statistics for this process:"
@@ -59,6 +61,7 @@ class LocalAgents:
         for folder in self.folders(agent):
             source = folder / relative
             if source.is_dir():
+                wait_closed(source)   # what is still open then is reported as cut short
                 for f in source.iterdir():
                     shutil.move(str(f), into / f.name)
                 _remove_empty(source, stop=folder)
