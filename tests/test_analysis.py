@@ -79,6 +79,14 @@ def run_dir(tmp_path: Path) -> Path:
 
 # --- statistics of one step --------------------------------------------------------------------
 
+def test_a_thread_whose_one_answer_spans_the_window_is_busy_in_it(tmp_path: Path):
+    # At 320 users on a saturated link a 3 s window can pass inside one answer: the thread started
+    # before the window and answered after it, so it has no row that starts in the window.
+    rows = [ok_row(WARMUP_END + 100, 5, thread=0), ok_row(WARMUP_END - 400, 10_500, thread=1),
+            ok_row(WARMUP_END - 900, 800, thread=2)]   # thread 2 answered before the window: idle in it
+    stats = log_stats([data_log(tmp_path / "client-0-data.log", rows)], WARMUP_END, END)
+    assert stats.threads == 2 and stats.transactions == 1 and stats.warmup_rows == 2
+
 def test_exact_statistics_of_known_logs(run_dir: Path):
     summary = analyse([run_dir]).summary.to_dicts()
     assert len(summary) == 1

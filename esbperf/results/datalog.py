@@ -156,7 +156,7 @@ class LogStats(RowStats):
     malformed_lines: int = 0                 # skipped: unparsable, ragged or cut short
     malformed_by_file: dict[str, int] = field(default_factory=dict)
     rt_source: str = ""                      # "us": Response us; "ms": Test time; "": no row at all
-    threads_by_file: dict[str, int] = field(default_factory=dict)  # threads with a row in the window
+    threads_by_file: dict[str, int] = field(default_factory=dict)  # threads busy in the window (_count_block)
     tests: dict[int, RowStats] = field(default_factory=dict)       # Grinder test number -> its rows
 
     @property
@@ -280,8 +280,8 @@ class _Window:
     @property
     def columns(self) -> tuple[str, ...]:
         """The columns counted (a log may lack the custom ones)."""
-        return ("thread", "test", "start", "errors", "status", "request_bytes", "response_bytes", self.value,
-                *(("latency_us", "lag_us") if self.open_model else ()))
+        return tuple(dict.fromkeys(("thread", "test", "start", "time", "errors", "status", "request_bytes",
+                                    "response_bytes", self.value, *(("latency_us", "lag_us") if self.open_model else ()))))
 
 
 @dataclass
@@ -344,7 +344,10 @@ def _count_block(log: _Log, block: tuple[int, int], window: _Window) -> _Counts:
     if window.open_model:
         success = kind == SUCCESS
         counts.latency = _grouped({"test": column["test"][success]}, column["latency_us"][success])
-    counts.threads = tuple(_distinct(column["thread"][timed])[1].tolist())
+    # A thread busy in the window: one that started a transaction in it, or whose transaction started
+    # before it and ended in or after it (at 320 users a 3 s window can pass inside one long answer).
+    busy = timed | ((kind == WARMUP) & (column["start"] + column["time"] >= window.warmup_end_ms))
+    counts.threads = tuple(_distinct(column["thread"][busy])[1].tolist())
     return counts
 
 

@@ -305,8 +305,8 @@ class StepRunner:
             raise Incomplete(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
         threads_seen = a.record["threads_seen"]
         if a.step.model == "closed" and threads_seen < a.step.users:
-            raise Incomplete(f"only {threads_seen} of {a.step.users} users' threads produced transactions in the "
-                             "measured window (a worker died, started late, or an agent dropped threads)")
+            raise Incomplete(f"only {threads_seen} of {a.step.users} users' threads were busy in the measured "
+                             "window (a worker died, started late, or an agent dropped threads)")
         errors = statistics(a.console_data).get("Errors") or 0
         problem = self._target_problem(a.step) if errors and self.ctx.verify else None
         if problem:
