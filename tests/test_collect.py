@@ -1,11 +1,14 @@
 """Bringing a step's worker logs home (esbperf/run/collect.py): a worker tells the console it has
 finished before its JVM writes its final statistics and flushes the last block of its data log,
-so logs still held open are waited for, and only a log that stays cut short is reported."""
+and its agent drops a start signal sent before it has reaped the worker; so logs are brought
+home once the agent's worker processes are gone and nothing holds them open."""
 from __future__ import annotations
 
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 from esbperf.run import collect
@@ -18,7 +21,7 @@ ROWS = "".join(f"0, {i}, 1, {1_700_000_000_000 + i}, 1, 0\n" for i in range(2000
 WORKER = textwrap.dedent("""
     import sys, time
     folder, rows = sys.argv[1], sys.stdin.read()
-    header, cut = rows.index("\\n") + 1, len(rows) // 2 + 3
+    cut = len(rows) // 2 + 3
     with open(folder + "/a1-0-data.log", "w") as data, open(folder + "/a1-0.log", "w") as log:
         data.write(rows[:cut]); data.flush()
         log.write("worker process 0\\n"); log.flush()
@@ -28,25 +31,62 @@ WORKER = textwrap.dedent("""
         data.write(rows[cut:])
 """)
 
+# An agent as the runner finds one (its working folder, `net.grinder.Grinder` on its command line)
+# that reaps its worker only a while after the worker has exited.
+AGENT = textwrap.dedent("""
+    import subprocess, sys, time
+    worker = subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2], "0"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    worker.stdin.write(sys.stdin.read()); worker.stdin.close()
+    print(worker.stdout.readline().strip(), flush=True)
+    time.sleep(float(sys.argv[3]))
+    worker.wait()
+    time.sleep(30)
+""")
 
-def worker_on_its_way_out(agent_folder: Path, rows: str, closes_after_s: float) -> subprocess.Popen:
-    process = subprocess.Popen([sys.executable, "-c", WORKER, str(agent_folder), str(closes_after_s)],
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    process.stdin.write(rows)
-    process.stdin.close()
-    assert process.stdout.readline().strip() == "on its way out"
-    return process
+
+def step_folders(tmp_path: Path) -> tuple[str, Path, Path]:
+    relative = collect.step_log_folder("run-1", Path("camel/proxy/1KB/1/iter-1"), "123")
+    agent_folder = tmp_path / "state" / "agents" / "a1"
+    (agent_folder / relative).mkdir(parents=True)
+    return relative, agent_folder, agent_folder / relative
+
+
+def bring_home(tmp_path: Path, relative: str) -> tuple[list[str], Path, float]:
+    home = tmp_path / "step" / "logs"
+    began = time.monotonic()
+    problems = collect.bring_home([collect.Worker("w0", "a1-0", "a1")], relative, home,
+                                  [collect.LocalAgents([tmp_path / "state"])])
+    return problems, home, time.monotonic() - began
 
 
 def test_logs_still_held_open_by_a_finishing_worker_come_home_whole(tmp_path):
-    relative = collect.step_log_folder("run-1", Path("camel/proxy/1KB/1/iter-1"), "123")
-    source = tmp_path / "state" / "agents" / "a1" / relative
-    source.mkdir(parents=True)
-    process = worker_on_its_way_out(source, HEADER + ROWS, closes_after_s=1.0)
-    home = tmp_path / "step" / "logs"
-    problems = collect.bring_home([collect.Worker("w0", "a1-0", "a1")], relative, home,
-                                  [collect.LocalAgents([tmp_path / "state"])])
-    assert process.wait(10) == 0
+    relative, _, source = step_folders(tmp_path)
+    worker = subprocess.Popen([sys.executable, "-c", WORKER, str(source), "1.0"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    worker.stdin.write(HEADER + ROWS)
+    worker.stdin.close()
+    assert worker.stdout.readline().strip() == "on its way out"
+    threading.Thread(target=worker.wait, daemon=True).start()   # its parent reaps it at once
+    problems, home, waited = bring_home(tmp_path, relative)
+    assert worker.wait(10) == 0
     assert problems == []
     assert (home / "a1-0-data.log").read_text() == HEADER + ROWS
     assert not source.exists(), "nothing of the step stays behind in the agent's folder"
+    assert 0.9 < waited < 5, f"waited {waited:.1f} s for a worker that closed its logs after 1 s"
+
+
+def test_logs_come_home_once_the_agent_has_reaped_its_worker(tmp_path):
+    relative, agent_folder, source = step_folders(tmp_path)
+    agent = subprocess.Popen([sys.executable, "-c", AGENT, WORKER, str(source), "1.5", "net.grinder.Grinder"],
+                             cwd=agent_folder, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        agent.stdin.write(HEADER + ROWS)
+        agent.stdin.close()
+        assert agent.stdout.readline().strip() == "on its way out"
+        problems, home, waited = bring_home(tmp_path, relative)
+        assert problems == [] and (home / "a1-0-data.log").read_text() == HEADER + ROWS
+        assert 1.4 < waited < 6, f"waited {waited:.1f} s for an agent that reaps its worker after 1.5 s"
+    finally:
+        agent.kill()
+        agent.wait()

@@ -167,6 +167,75 @@ def _pid_in_netns(netns: str) -> int:
     raise FileNotFoundError(f"no process in network namespace {netns}")
 
 
+
+# --- a Grinder agent's worker JVMs, seen from the agent's host ------------------------------------
+
+AGENT_IDLE_WAIT_S = 15     # a stopped worker's JVM takes well under a second to exit
+
+
+def _pids() -> list[int]:
+    try:
+        return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return []
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rpartition(b")")[2].split()[1])   # the field after the command's ")"
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def holders(folder: Path) -> set[int]:
+    """The processes holding a file under `folder` open (those /proc lets us see)."""
+    prefix = os.path.realpath(folder) + os.sep
+    found = set()
+    for pid in _pids():
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        if any((_readlink(f"/proc/{pid}/fd/{fd}") or "").startswith(prefix) for fd in fds):
+            found.add(pid)
+    return found
+
+
+def grinder_agents(folder: Path) -> set[int]:
+    """The Grinder agent JVMs working in `folder` (`esbperf agent` runs each in its own folder)."""
+    folder = os.path.realpath(folder)
+    found = set()
+    for pid in _pids():
+        if _readlink(f"/proc/{pid}/cwd") == folder:
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if b"net.grinder.Grinder" in f.read():
+                        found.add(pid)
+            except OSError:
+                continue
+    return found
+
+
+def wait_workers_gone(agent_folder: Path, logs: Path, timeout: float = AGENT_IDLE_WAIT_S) -> bool:
+    """Wait until the Grinder agent working in `agent_folder` has no worker JVM left (each exited
+    and reaped by the agent) and no process holds a file under `logs` open; False after `timeout`.
+
+    A worker tells the console it has FINISHED before it writes its final statistics and before its
+    JVM's exit flushes the last block (up to 64 KB) of its data log: logs read then lose their last
+    rows or end in a cut line. And its agent discards a start signal that reaches it before it has
+    reaped the worker (Grinder drops pending starts once its workers are gone): a start sent then
+    costs the runner a resend, 3 s later. Without /proc (not Linux) there is nothing to wait for."""
+    deadline = time.monotonic() + timeout
+    while True:
+        agents = grinder_agents(agent_folder)
+        workers = [pid for pid in _pids() if _parent(pid) in agents] if agents else []
+        if not workers and not holders(logs):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
     try:
         with socket.create_connection((host, port), timeout=timeout):
@@ -371,3 +440,7 @@ def run_foreground(process: Process, banner: Callable[[], None]) -> int:
         return 0
     finally:
         process.stop()
+
+
+if __name__ == "__main__":   # on a load host, over ssh: python3 -m esbperf.core.procs AGENT_FOLDER LOGS
+    sys.exit(0 if wait_workers_gone(Path(sys.argv[1]), Path(sys.argv[2])) else 1)

@@ -5,16 +5,10 @@ still parse (a response size cut from "1087" to "10"), so such a line is recogni
 missing newline, not by its content, and is never read."""
 from __future__ import annotations
 
-import os
-import sys
-import time
 from pathlib import Path
 
 _CHUNK = 1 << 24
 _TAIL = 1 << 16
-# How long a step's logs may still be held open once the console shows its workers finished:
-# their JVMs write the final statistics and flush the data logs on the way out (wait_closed).
-CLOSE_WAIT_S = 15
 
 
 def read_header(path: Path) -> tuple[str | None, bool]:
@@ -93,44 +87,3 @@ def complete_data_lines(path: Path) -> int | None:
             newlines += chunk.count(b"\n")
     return max(newlines - 1, 0)
 
-
-def writers(folder: Path) -> set[int]:
-    """The processes of this machine that hold a file under `folder` open (those whose /proc entry
-    can be read: all of them for root or the same user). Empty where there is no /proc."""
-    prefix = os.path.realpath(folder) + os.sep
-    found = set()
-    try:
-        pids = [p for p in os.listdir("/proc") if p.isdigit()]
-    except OSError:
-        return found
-    for pid in pids:
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                if os.readlink(f"/proc/{pid}/fd/{fd}").startswith(prefix):
-                    found.add(int(pid))
-                    break
-            except OSError:
-                continue
-    return found
-
-
-def wait_closed(folder: Path, timeout: float = CLOSE_WAIT_S) -> bool:
-    """Wait until no process holds a file under `folder` open; False after `timeout`.
-
-    Why: a Grinder worker tells the console it has FINISHED before it writes its final statistics
-    and before its JVM's exit flushes the last block (up to 64 KB) of its data log. Logs read at
-    that moment lose their last rows, or end in a cut line."""
-    deadline = time.monotonic() + timeout
-    while writers(folder):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
-if __name__ == "__main__":   # on a load host, over ssh: python3 -m esbperf.results.files FOLDER
-    sys.exit(0 if wait_closed(Path(sys.argv[1])) else 1)

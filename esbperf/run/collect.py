@@ -7,7 +7,8 @@ reached over ssh) into the step's `logs/`. A step counts only when every worker 
 a data log and a worker log that ends with Grinder's final statistics: a worker killed mid-step
 cannot write them, and its data log may end in a cut line. The console shows a worker finished a
 moment before its JVM writes those statistics and flushes its data log's last block on the way out,
-so an agent's folder is brought home once no process holds its files open (results/files.py).
+so an agent's logs are brought home once its worker JVMs are gone (core/procs.py, wait_workers_gone),
+which is also when the agent takes a new start signal.
 
 Where an agent's working folder is: esbperf's agents live in `<state>/agents/<agent name>`; on this
 machine that is one of the state folders the runner knows (its own, and the launcher's for the
@@ -21,7 +22,8 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from esbperf.core.errors import EsbperfError
-from esbperf.results.files import ends_with_newline, tail, wait_closed
+from esbperf.core.procs import wait_workers_gone
+from esbperf.results.files import ends_with_newline, tail
 
 # What a worker writes at its normal end (also when the console stops it), never when killed.
 FINAL_STATISTICS = "Final statistics for this process:"
@@ -61,7 +63,7 @@ class LocalAgents:
         for folder in self.folders(agent):
             source = folder / relative
             if source.is_dir():
-                wait_closed(source)   # what is still open then is reported as cut short
+                wait_workers_gone(folder, source)   # what is still open then is reported as cut short
                 for f in source.iterdir():
                     shutil.move(str(f), into / f.name)
                 _remove_empty(source, stop=folder)

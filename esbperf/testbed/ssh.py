@@ -130,8 +130,8 @@ class SshAgents:
         if exists.returncode != 0:
             return False
         into.mkdir(parents=True, exist_ok=True)
-        # The workers' JVMs may still be writing their last rows (esbperf/results/files.py, wait_closed).
-        self.ssh.run(self.ssh.esbperf_python(["-m", "esbperf.results.files", f"{folder}/{relative}"]), check=False)
+        # The workers' JVMs may still be writing their last rows (esbperf/core/procs.py, wait_workers_gone).
+        self.ssh.run(self.ssh.esbperf_python(["-m", "esbperf.core.procs", folder, f"{folder}/{relative}"]), check=False)
         copied = rsync(["-a", "--remove-source-files", "-e", self.ssh.rsh(),
                         self.ssh.remote(f"{folder}/{relative}") + "/", f"{into}/"], f"agent {agent}")
         if copied.returncode != 0:
