@@ -1,22 +1,34 @@
 """Soak benchmark: does anything grow when esbperf runs for hours?
 
     .venv/bin/python grinder-scripts/bench/bench_soak.py [--minutes 60] [--step-seconds 120]
-        [--testbed emulated|local] [--esb camel] [--sample-s 10] [--max-growth 5]
+        [--users 1,20,40,80,160,320] [--testbed emulated|local] [--esb camel] [--sample-s 10]
+        [--max-growth 5]
 
 Starts every service of the testbed with the CLI's own launcher (on a copy of the emulated
 testbed with a prefix and subnet of its own when run as root, so nothing else on this machine
 collides with it; the `local` testbed otherwise), then runs the thesis's concurrency sweep (100 KB;
 1, 20, 40, 80, 160, 320 users; `proxy`) through the ESB with `esbperf run` — a process of its own —
-for at least --minutes, in steps of --step-seconds, iterations as many as fit. Every --sample-s it
-samples each process's resident memory, open file descriptors and threads (console, agents,
-worker JVMs, monitors, the runner, ESB, echoes, and the launchers' Python processes) and the disk
-used by the run folder, the agents' and the console's state folders and the monitors' spools.
+for at least --minutes, in steps of --step-seconds, the sweep repeated in as many cycles
+(iterations) as fit.
 
-Prints, and writes (soak.csv of samples, soak-table.txt) into its work folder: per process its
-RSS at the end of the first step and at the end, its growth per hour after the first step (least
-squares over the samples), the range of its descriptors and threads; and the bytes on disk per
-million transactions. Exits 1 when a long-lived process grew by more than --max-growth % per hour
-or gained descriptors or threads. Run it by hand on a quiet machine (it takes the whole --minutes).
+What is compared: a process at the same load. The sweep's users rise step by step, and connections,
+threads and heaps rise with them, so a first step cannot be compared with a last one. At the end of
+every step (its step.json written) each process is read — resident memory, open descriptors,
+threads — and, at the end of every cycle, each service JVM's live heap after a full collection
+(`jcmd GC.run`, then `GC.heap_info`). The first cycle is where heaps, pools and caches reach the
+sizes the load needs; growth is counted from the second cycle on: the slope of a figure over the
+cycles, step by step (the same step of each cycle), per hour. A leak shows in the live heap, or in
+descriptors or threads; a JVM's RSS can also creep while G1 still sizes its heap.
+
+Also sampled every --sample-s for the picture (soak.csv): every process, and the disk used by the
+run folder, the agents' and the console's state folders and the monitors' spools.
+
+Prints, and writes (soak.csv, checkpoints.csv, soak-table.txt) into its work folder: per process
+its RSS at the end of the first cycle and at the end, the growth per hour after the first cycle of
+RSS, live heap, descriptors and threads; and the bytes on disk per million transactions. Exits 1
+when a long-lived process grows by more than --max-growth % per hour (RSS, or a JVM's live heap)
+or gains more than 2 descriptors or threads over the cycles judged (the trend at the same steps);
+it needs 3 cycles or more to judge (2 after the first). Run it by hand on a quiet machine (it takes the whole --minutes).
 """
 from __future__ import annotations
 
@@ -24,6 +36,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -35,7 +48,7 @@ from pathlib import Path
 
 import yaml
 
-from esbperf.core import topology
+from esbperf.core import procs, topology
 from esbperf.core.project import CONSOLE_CONFIG
 from esbperf.results import layout
 from esbperf.testbed import down, services, up
@@ -90,10 +103,36 @@ def soak_testbed(work: Path, root: bool) -> topology.Testbed:
     return topology.load(path)
 
 
+def live_heap_bytes(pid: int) -> int | None:
+    """A JVM's heap in use right after a full collection, or None (not a JVM, gone, refused)."""
+    jcmd = str(Path(procs.java_executable()).with_name("jcmd"))
+    try:
+        if subprocess.run([jcmd, str(pid), "GC.run"], capture_output=True, timeout=60).returncode:
+            return None
+        info = subprocess.run([jcmd, str(pid), "GC.heap_info"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    # G1: one "garbage-first heap total …K, used …K" line; serial: one per generation.
+    used = [int(k) for k in re.findall(r"total \d+K, used (\d+)K", info.stdout)]
+    return sum(used) * 1024 if used else None
+
+
+@dataclass
+class Checkpoint:
+    """Every process read at the end of one step: cycle (iteration), the step's place in it."""
+
+    cycle: int
+    step: int
+    t: float
+    stats: dict[str, tuple[int, int, int]]           # process -> (rss, fds, threads)
+    heaps: dict[str, int] = field(default_factory=dict)   # JVM -> live heap (cycle ends only)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=60)
     parser.add_argument("--step-seconds", type=float, default=120)
+    parser.add_argument("--users", default="1,20,40,80,160,320", help="the sweep's users, in order")
     parser.add_argument("--testbed", choices=("emulated", "local"),
                         default="emulated" if os.geteuid() == 0 else "local")
     parser.add_argument("--esb", default="camel")
@@ -105,7 +144,7 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="esbperf-soak-"))
     testbed = soak_testbed(work, args.testbed == "emulated")
-    users = [1, 20, 40, 80, 160, 320]
+    users = [int(u) for u in args.users.split(",")]
     warmup = 10.0
     per_iteration = len(users) * (args.step_seconds + warmup + 3)
     iterations = max(1, int(-(-args.minutes * 60 // per_iteration)))
@@ -117,6 +156,7 @@ def main() -> int:
     services_dir, results = work / "services", work / "results"
     brought_up = up(testbed) if testbed.emulated else []
     series: dict[str, Series] = {}
+    checkpoints: list[Checkpoint] = []
     disk: list[tuple[float, dict[str, int]]] = []
     stop = threading.Event()
     try:
@@ -130,27 +170,51 @@ def main() -> int:
         watched = {p.name: p.pid for p in group.processes}
         began, launched = time.monotonic(), time.time()
 
+        def processes() -> tuple[dict[str, int], set[str]]:
+            """Every long-lived process by name, and the names of the JVMs among them."""
+            pids, jvms = {"runner": runner.pid}, set()
+            for name, pid in watched.items():
+                pids[f"{name} (launcher)"] = pid
+                for child in children(pid):
+                    pids[f"{name} (jvm)"] = child
+                    jvms.add(f"{name} (jvm)")
+            return pids, jvms
+
+        def read(pids: dict[str, int]) -> dict[str, tuple[int, int, int]]:
+            return {name: stat for name, pid in pids.items() if (stat := proc_stat(pid))}
+
         def sample() -> None:
+            seen: set[Path] = set()
+            next_sample = 0.0
             while not stop.is_set():
                 t = time.monotonic() - began
-                pids = {"runner": runner.pid}
-                for name, pid in watched.items():
-                    pids[f"{name} (launcher)"] = pid
-                    for child in children(pid):
-                        pids[f"{name} (jvm)"] = child
-                        for worker in (children(child) if name.startswith("agent") else []):
-                            pids[f"worker {worker}"] = worker
-                for name, pid in pids.items():
-                    stat = proc_stat(pid)
-                    if stat:
+                for step in sorted(set(results.rglob(layout.STEP_FILE)) - seen):
+                    seen.add(step)
+                    if any(part.startswith(layout.UNFINISHED_PREFIXES) for part in step.parts):
+                        continue
+                    record = layout.read_json(step)
+                    pids, jvms = processes()
+                    point = Checkpoint(record["iteration"], users.index(record["users"]), t, read(pids))
+                    if record["users"] == users[-1]:    # the cycle's last step
+                        point.heaps = {name: heap for name in jvms if (heap := live_heap_bytes(pids[name]))}
+                    checkpoints.append(point)
+                if t >= next_sample:
+                    next_sample = t + args.sample_s
+                    pids, _ = processes()
+                    for name, pid in watched.items():
+                        if name.startswith("agent"):
+                            for jvm in children(pid):
+                                pids.update({f"worker {w}": w for w in children(jvm)})
+                    for name, stat in read(pids).items():
                         series.setdefault(name, Series(name)).samples.append((t, *stat))
-                disk.append((t, {"run folder": disk_bytes(results),
-                                 **{f"state {role}": disk_bytes(services.state_dir_of(services_dir, role))
-                                    for role in ("client", "esb", "ws1", "ws2", "ws3")}}))
-                stop.wait(args.sample_s)
+                    disk.append((t, {"run folder": disk_bytes(results),
+                                     **{f"state {role}": disk_bytes(services.state_dir_of(services_dir, role))
+                                        for role in ("client", "esb", "ws1", "ws2", "ws3")}}))
+                stop.wait(1.0)
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         code = runner.wait()
+        time.sleep(2)          # the last step's checkpoint
         stop.set()
         sampler.join()
         group.stop_all()
@@ -158,71 +222,101 @@ def main() -> int:
         stop.set()
         if brought_up:
             down(testbed)
-    return report(work, results, series, disk, code, args, launched)
+    return report(work, results, series, checkpoints, disk, code, args, launched)
 
 
-def first_step_end(results: Path, launched: float) -> float | None:
-    """Seconds from the runner's launch to the end of its first step (from step.json files)."""
-    ends = [layout.read_json(p)["end_ms"] for p in results.rglob(layout.STEP_FILE) if ".failed" not in str(p)]
-    return min(ends) / 1000 - launched if ends else None
+def transactions_of(results: Path) -> int:
+    total = 0
+    for step in results.rglob(layout.STEP_FILE):
+        console = layout.read_json(step).get("console") or {}
+        total += dict(zip(console.get("columns") or [], console.get("totals") or [])).get("Tests") or 0
+    return total
 
 
-def slope_per_hour(points: list[tuple[float, int]]) -> float:
-    n = len(points)
-    if n < 2:
-        return 0.0
-    mean_t = sum(t for t, _ in points) / n
-    mean_v = sum(v for _, v in points) / n
-    var = sum((t - mean_t) ** 2 for t, _ in points)
-    return 0.0 if not var else sum((t - mean_t) * (v - mean_v) for t, v in points) / var * 3600
+def pooled_slope_per_hour(points: list[tuple[int, float, float]]) -> float | None:
+    """The growth per hour of a figure read at the same step of several cycles: (step, t, value)
+    points, one straight line per step with a slope they share (least squares within steps)."""
+    by_step: dict[int, list[tuple[float, float]]] = {}
+    for step, t, value in points:
+        by_step.setdefault(step, []).append((t, value))
+    num = den = 0.0
+    for pts in by_step.values():
+        if len(pts) < 2:
+            continue
+        mean_t = sum(t for t, _ in pts) / len(pts)
+        mean_v = sum(v for _, v in pts) / len(pts)
+        num += sum((t - mean_t) * (v - mean_v) for t, v in pts)
+        den += sum((t - mean_t) ** 2 for t, _ in pts)
+    return num / den * 3600 if den else None
 
 
-def report(work: Path, results: Path, series: dict[str, Series], disk: list, code: int, args,
-           launched: float) -> int:
+def report(work: Path, results: Path, series: dict[str, Series], checkpoints: list[Checkpoint], disk: list,
+           code: int, args, launched: float) -> int:
     with open(work / "soak.csv", "w", newline="") as f:
         out = csv.writer(f)
         out.writerow(["seconds", "process", "rss_bytes", "fds", "threads"])
         for s in series.values():
             out.writerows([(round(t, 1), s.name, rss, fds, thr) for t, rss, fds, thr in s.samples])
-    after = first_step_end(results, launched) or 0
-    transactions = 0
-    for step in results.rglob(layout.STEP_FILE):
-        console = layout.read_json(step).get("console") or {}
-        transactions += dict(zip(console.get("columns") or [], console.get("totals") or [])).get("Tests") or 0
-    hours = (max((t for s in series.values() for t, *_ in s.samples), default=0)) / 3600
-    lines = [f"soak: {hours * 60:.0f} min, {len(list(results.rglob(layout.STEP_FILE)))} steps of "
-             f"{args.step_seconds:g} s, {transactions} transactions; runner exit {code}; growth counted after the "
-             f"first step ({after:.0f} s)",
-             f"{'process':34} {'RSS MB first':>12} {'RSS MB end':>10} {'%/hour':>7} {'fds':>9} {'threads':>9}"]
+    with open(work / "checkpoints.csv", "w", newline="") as f:
+        out = csv.writer(f)
+        out.writerow(["seconds", "cycle", "step", "process", "rss_bytes", "fds", "threads", "live_heap_bytes"])
+        for c in checkpoints:
+            out.writerows([(round(c.t, 1), c.cycle, c.step, name, *stat, c.heaps.get(name, ""))
+                           for name, stat in c.stats.items()])
+    transactions = transactions_of(results)
+    cycles = max((c.cycle for c in checkpoints), default=0)
+    later = [c for c in checkpoints if c.cycle >= 2]
+    minutes = (max((t for s in series.values() for t, *_ in s.samples), default=0)) / 60
+    lines = [f"soak: {minutes:.0f} min, {len(checkpoints)} steps of {args.step_seconds:g} s in {cycles} cycles "
+             f"(users {args.users}), {transactions} transactions; runner exit {code}; growth counted from cycle 2, "
+             "at the same step of each cycle",
+             f"{'process':24} {'RSS MB c1':>9} {'RSS MB end':>10} {'RSS %/h':>8} {'heap MB c2':>10} "
+             f"{'heap MB end':>11} {'heap %/h':>8} {'fds +':>6} {'thr +':>6}  fds, threads at the end"]
+    span_h = (later[-1].t - later[0].t) / 3600 if later else 0.0   # fds +, thr +: the trend over it
     failed = []
-    for s in sorted(series.values(), key=lambda s: s.name):
-        if s.name.startswith("worker "):
-            continue   # each step's own JVMs: reported below as a whole
-        kept = [p for p in s.samples if p[0] >= after] or s.samples
-        base = kept[0][1]
-        growth = 100 * slope_per_hour([(t, rss) for t, rss, *_ in kept]) / base if base else 0.0
-        fds = (min(p[2] for p in kept), max(p[2] for p in kept), kept[-1][2])
-        threads = (min(p[3] for p in kept), max(p[3] for p in kept), kept[-1][3])
-        lines.append(f"{s.name:34} {base / 2**20:>12.1f} {kept[-1][1] / 2**20:>10.1f} {growth:>+7.1f} "
-                     f"{fds[0]:>4}-{fds[1]:<4} {threads[0]:>4}-{threads[1]:<4}")
-        if len(kept) > 3 and (growth > args.max_growth or kept[-1][2] > kept[0][2] + 2 or kept[-1][3] > kept[0][3] + 2):
-            failed.append(s.name)
+    names = sorted({name for c in checkpoints for name in c.stats})
+    for name in names:
+        mine = [(c, c.stats[name]) for c in checkpoints if name in c.stats]
+        first = [stat for c, stat in mine if c.cycle == 1] or [mine[0][1]]
+        last = mine[-1][1]
+        later_points = [(c.step, c.t, stat) for c, stat in mine if c.cycle >= 2]
+        rss_mean = sum(stat[0] for *_, stat in later_points) / len(later_points) if later_points else 0
+        rss = pooled_slope_per_hour([(step, t, stat[0]) for step, t, stat in later_points])
+        fds, threads = (None if (slope := pooled_slope_per_hour([(step, t, stat[i]) for step, t, stat in later_points]))
+                        is None else slope * span_h for i in (1, 2))
+        rss_pct = 100 * rss / rss_mean if rss is not None and rss_mean else None
+        heaps = [(0, c.t, c.heaps[name]) for c in later if name in c.heaps]
+        heap = pooled_slope_per_hour(heaps)
+        heap_pct = 100 * heap / (sum(v for *_, v in heaps) / len(heaps)) if heap is not None else None
+
+        def fmt(value: float | None, spec: str) -> str:
+            return "–" if value is None else format(value, spec)
+
+        lines.append(f"{name:24} {first[-1][0] / 2**20:>9.1f} {last[0] / 2**20:>10.1f} {fmt(rss_pct, '+8.1f'):>8} "
+                     f"{fmt(heaps[0][2] / 2**20 if heaps else None, '10.1f'):>10} "
+                     f"{fmt(heaps[-1][2] / 2**20 if heaps else None, '11.1f'):>11} {fmt(heap_pct, '+8.1f'):>8} "
+                     f"{fmt(fds, '+6.1f'):>6} {fmt(threads, '+6.1f'):>6}  {last[1]}, {last[2]}")
+        if (rss_pct or 0) > args.max_growth or (heap_pct or 0) > args.max_growth \
+                or (fds or 0) > 2 or (threads or 0) > 2:   # gained over the cycles judged
+            failed.append(name)
     workers = [s for s in series.values() if s.name.startswith("worker ")]
     if workers:
         peak = max(max(p[1] for p in s.samples) for s in workers)
-        lines.append(f"{'worker JVMs (' + str(len(workers)) + ', one set per step)':34} peak RSS {peak / 2**20:.1f} MB")
+        lines.append(f"{'worker JVMs (' + str(len(workers)) + ', one set per step)':24} peak RSS {peak / 2**20:.1f} MB")
     if disk:
         end = disk[-1][1]
         lines.append("disk: " + ", ".join(f"{k} {v / 2**20:.1f} MB" for k, v in end.items()))
         if transactions:
             lines.append(f"run folder: {end['run folder'] / transactions * 1e6 / 2**20:.1f} MB per million transactions")
-    lines.append("growing: " + (", ".join(failed) if failed else "none") + f" (limit {args.max_growth:g} %/hour, "
-                 "no descriptor or thread growth)")
+    judged = cycles >= 3
+    lines.append("growing: " + (", ".join(failed) if failed else "none" if judged else "not judged (fewer than 3 "
+                                "cycles)") + f" (limit {args.max_growth:g} %/hour of RSS or live heap, "
+                 "2 descriptors or threads gained over the cycles judged)")
     text = "\n".join(lines)
     print(text)
     (work / "soak-table.txt").write_text(text + "\n")
     print(f"(work folder {work})")
-    return 1 if failed or code else 0
+    return 1 if failed or code or not judged else 0
 
 
 if __name__ == "__main__":
