@@ -36,7 +36,7 @@ import polars as pl
 from esbperf import __version__
 from esbperf.core.errors import EsbperfError
 from esbperf.results import datalog
-from esbperf.results.histogram import EXACT_BELOW, SIGNIFICANT_BITS, Histogram, bucket_expr
+from esbperf.results.histogram import EXACT_BELOW, SIGNIFICANT_BITS, Histogram
 from esbperf.results.layout import data_logs
 
 if TYPE_CHECKING:
@@ -184,26 +184,6 @@ class StepLog:
     path: Path
 
 
-def _window_rows(step: "Step") -> pl.LazyFrame | None:
-    """The step's data-log rows as log_stats reads and classifies them (datalog's schema, malformed
-    lines, window), or None without a row: the one place this module reaches into datalog, so
-    the .hlog files count exactly the transactions summary.csv counts."""
-    _, rows = datalog._rows(data_logs(step.dir))
-    if rows is None:
-        return None
-    return datalog._classified(rows, step.meta["warmup_end_ms"], step.meta["end_ms"])
-
-
-def _interval_query(rows: pl.LazyFrame, warmup_end_ms: int, value: pl.Expr) -> pl.LazyFrame:
-    """Successful transactions per (test, second of the window, µs bucket): count and largest value."""
-    successful = rows.filter(pl.col("kind") == datalog.SUCCESS)
-    return (successful.select("test", interval=(pl.col("start") - warmup_end_ms) // INTERVAL_MS, value=value)
-            .drop_nulls("value")
-            .with_columns(lo=bucket_expr(pl.col("value")))
-            .group_by("test", "interval", "lo")
-            .agg(n=pl.len(), high=pl.col("value").max()))
-
-
 def _flat(name: str) -> str:
     return name.replace("/", "_")
 
@@ -257,17 +237,14 @@ def write_step_hlogs(run: "Run", step: "Step", tests: Mapping[int | None, bool],
     logs = [StepLog(run.name, step_dir, test, kind,
                     folder / f"{base}{'' if len(tests) == 1 else f'-test{test}'}-{kind}.hlog")
             for test, open_model in tests.items() for kind in KINDS if kind == "response" or open_model]
-    rows = _window_rows(step)
     groups = {"response": pl.DataFrame(schema={"test": pl.Int64, "interval": pl.Int64, "lo": pl.Int64,
-                                               "n": pl.UInt32, "high": pl.Int64})}
+                                               "n": pl.Int64, "high": pl.Int64})}
     groups["latency"] = groups["response"]
-    if rows is not None:
-        queries = {"response": pl.col("response_us") if rt_source == "us" else pl.col("time") * 1000}
-        if any(log.kind == "latency" for log in logs):
-            queries["latency"] = pl.col("latency_us")
-        results = pl.collect_all([_interval_query(rows, start_ms, value) for value in queries.values()],
-                                 engine="streaming")
-        groups.update(zip(queries, results))
+    # The rows as log_stats reads and judges them (datalog.interval_counts): the one place this module
+    # reaches into the data logs, so the .hlog files count exactly the transactions summary.csv counts.
+    for kind, value in (("response", "response_us" if rt_source == "us" else "time"), ("latency", "latency_us")):
+        if any(log.kind == kind for log in logs):
+            groups[kind] = datalog.interval_counts(data_logs(step.dir), start_ms, end_ms, INTERVAL_MS, value)
     folder.mkdir(parents=True, exist_ok=True)
     for log in logs:
         mine = groups[log.kind]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from unittest import mock
 
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
@@ -13,6 +14,7 @@ from esbperf.analysis import synthetic
 from esbperf.analysis.monitor import host_stats
 from esbperf.analysis.report import analyse
 from esbperf.core.errors import EsbperfError
+from esbperf.results import datalog
 from esbperf.results.datalog import log_stats
 
 SCRATCH = Path(tempfile.mkdtemp(prefix="esbperf-bad-results-"))
@@ -89,6 +91,21 @@ def test_data_logs_cut_short_or_garbled_load_or_fail_in_one_line(mutation):
         assert sum(t.errors + t.warmup_rows + t.late_rows for t in stats.tests.values()) == \
             stats.errors + stats.warmup_rows + stats.late_rows
 
+
+@FUZZ
+@given(mutation=mutations(len(DATA_LOG)))
+@example(mutation=(len(DATA_LOG), [(DATA_LOG.index(b"\n", 200), "insert", b"\r")]))
+@example(mutation=(len(DATA_LOG), [(300, "insert", b"9" * 25), (100, "replace", b", , ")]))
+def test_the_native_parser_reads_a_garbled_log_as_polars_does(mutation):
+    # Logs of esbperf's integer columns are parsed by esbperf/results/intlines.py, others by polars:
+    # one definition of a malformed line needs both to read every log alike.
+    path = SCRATCH / "logs-native" / "client-0-data.log"
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes(mutate(DATA_LOG, mutation))
+    native = check_one_line(path, lambda p: log_stats([p], WARMUP_END, END))
+    with mock.patch.object(datalog._Log, "integers", property(lambda self: False)):
+        by_polars = check_one_line(path, lambda p: log_stats([p], WARMUP_END, END))
+    assert native == by_polars
 
 @FUZZ
 @given(mutation=mutations(len(MONITOR)))

@@ -1,9 +1,11 @@
 """Grinder 3.11 worker data logs (`<hostID>-<n>-data.log`) -> transaction statistics of a step.
 
 Each data log is read in blocks of whole lines (BLOCK_BYTES: memory stays flat however long the
-log), the blocks of a step's logs in parallel, one thread per core: polars parses a block into
-integer columns, numpy counts its rows into histogram buckets (esbperf/results/histogram.py:
-bounded, log-linear, exact moments), counts and byte sums, and the blocks' counts are added up.
+log), the blocks of a step's logs in parallel, one thread per core: a native parser
+(esbperf/results/intlines.py; polars for a user's log with fractional statistics of its own) turns
+a block into integer columns, numpy counts its rows into histogram buckets (esbperf/results/
+histogram.py: bounded, log-linear, exact moments), counts and byte sums, and the blocks' counts are
+added up.
 Nothing is held per row; mean, deviation and percentiles then come from the histograms
 (stats.py).
 
@@ -16,10 +18,10 @@ Rows are kept apart by their Grinder test (the `Test` column): a user's script m
 several tests, and a page test wrapping request tests times the same seconds twice, so each
 test gets its own counts and histograms (`LogStats.tests`), never added to another's.
 
-Fields are separated by ", ": polars splits on "," and its integer parser skips the leading
-space. A line is malformed when a field the header declares is missing or not a number, a time
-is negative, or it has more fields than the header; such lines, and a last line cut short by a
-killed worker, are counted and skipped."""
+Fields are separated by ", ": both parsers split on "," and skip the space before a number. A line
+is malformed when a field the header declares is missing or not a number, a time is negative, or it
+has more fields than the header; such lines, and a last line cut short by a killed worker, are
+counted and skipped."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
@@ -30,7 +32,8 @@ import numpy as np
 import polars as pl
 
 from esbperf.core.errors import EsbperfError
-from esbperf.results.files import complete_data_lines, line_blocks, lines_after_header, read_header
+from esbperf.results import intlines
+from esbperf.results.files import line_blocks, lines_after_header, read_header
 from esbperf.results.histogram import Histogram, bucket_index, bucket_low, bucket_shifts
 
 SEPARATOR = ", "
@@ -174,6 +177,11 @@ class _Log:
     cut_lines: int               # a header or last line cut short: counted, never read
 
     @property
+    def integers(self) -> bool:
+        """Whether every column is one of Grinder's or esbperf's (all integers)."""
+        return all(n in STANDARD or n in CUSTOM for n in self.names)
+
+    @property
     def declared(self) -> set[str]:
         """The custom columns its header declares."""
         return {n for n in self.names if n in CUSTOM}
@@ -210,36 +218,6 @@ def _open(path: Path) -> _Log:
                            f"(header: {header[:120]!r})")
     start, end = lines_after_header(path)
     return _Log(path, names, (start, end), int(end < path.stat().st_size))
-
-
-def _scan(log: _Log, index: int) -> pl.LazyFrame | None:
-    """A data log as a lazy frame of the normalised columns (every esbperf column, null where the
-    log lacks it), `bad` and `file`; None without a whole row."""
-    if log.lines[1] <= log.lines[0]:
-        return None
-    wanted, bad = log.columns()
-    absent = {alias: pl.lit(None, dtype=pl.Int64) for alias in CUSTOM.values() if alias not in wanted}
-    frame = pl.scan_csv(log.path, has_header=False, skip_rows=1, separator=",", quote_char=None,
-                        schema=log.schema, ignore_errors=True, truncate_ragged_lines=True,
-                        encoding="utf8-lossy", n_rows=complete_data_lines(log.path) if log.cut_lines else None)
-    return frame.select(**wanted, **absent, bad=bad, file=pl.lit(index, dtype=pl.Int32))
-
-
-def _rows(paths: list[Path]) -> tuple[list[_Log], pl.LazyFrame | None]:
-    """The rows of `paths` as one lazy frame (for analysis/hlog.py; log_stats reads them in blocks)."""
-    logs = [_open(p) for p in paths]
-    frames = [f for i, log in enumerate(logs) if (f := _scan(log, i)) is not None]
-    return logs, (pl.concat(frames, how="vertical") if frames else None)
-
-
-def _classified(rows: pl.LazyFrame, warmup_end_ms: int, end_ms: int) -> pl.LazyFrame:
-    start = pl.col("start")
-    kind = (pl.when(pl.col("bad")).then(MALFORMED)
-            .when(start < warmup_end_ms).then(WARMUP)
-            .when(start >= end_ms).then(LATE)
-            .when(pl.col("errors") == 0).then(SUCCESS)
-            .otherwise(FAILURE)).cast(pl.Int8)
-    return rows.with_columns(kind=kind)
 
 
 def log_stats(paths: list[Path], warmup_end_ms: int, end_ms: int) -> LogStats:
@@ -297,10 +275,17 @@ class _Counts:
 
 
 def _block_rows(log: _Log, block: tuple[int, int], wanted: tuple[str, ...]) -> tuple[int, dict[str, np.ndarray]]:
-    """A block's malformed lines, and its other rows' columns of `wanted` that the log has."""
+    """A block's malformed lines, and its other rows' columns of `wanted` that the log has.
+
+    A log of integer columns only (every esbperf log) is parsed natively (esbperf/results/intlines.py);
+    a user's script may log fractional statistics of its own, which polars reads."""
     with open(log.path, "rb") as f:
         f.seek(block[0])
         text = f.read(block[1] - block[0])
+    if log.integers:
+        index = {alias: i for i, n in enumerate(log.names) for name, alias in {**STANDARD, **CUSTOM}.items() if n == name}
+        times = {i for i, n in enumerate(log.names) if n in ("Test time", *MICROS, *OPEN_MODEL)}
+        return intlines.parse(text, len(log.names), {index[name]: name for name in wanted if name in index}, times)
     columns, bad = log.columns()
     # One thread per block: the blocks are what runs in parallel.
     rows = pl.read_csv(text, has_header=False, separator=",", quote_char=None, schema=log.schema, n_threads=1,
@@ -486,3 +471,31 @@ def _aggregate(blocks: list[tuple[_Log, tuple[int, int]]], window: _Window, stat
         stats._lag(timed)
         for (test,), group in timed.group_by("test"):
             tests[test]._lag(group)
+
+
+def interval_counts(paths: list[Path], warmup_end_ms: int, end_ms: int, interval_ms: int, value: str) -> pl.DataFrame:
+    """The window's successful transactions per (test, interval of `interval_ms` from its start,
+    µs bucket): count `n` and largest value `high` of `value` ("response_us", "latency_us", or "time",
+    Grinder's whole ms, in µs), the rows read and judged as log_stats reads them (the .hlog files of
+    analysis/hlog.py count what summary.csv counts). Columns test, interval, lo, n, high."""
+    column = "time" if value == "time" else value
+    window = _Window(warmup_end_ms, end_ms, column, open_model=False)
+
+    def count(block: tuple[_Log, tuple[int, int]]) -> pl.DataFrame | None:
+        _, rows = _block_rows(*block, ("test", "start", "errors", column))
+        if column not in rows:
+            return None
+        success = _kinds(rows, window) == SUCCESS
+        values = rows[column][success] * (1000 if value == "time" else 1)
+        return (pl.DataFrame({"test": rows["test"][success], "interval": (rows["start"][success] - warmup_end_ms) //
+                              interval_ms, "index": bucket_index(values, bucket_shifts(values)), "value": values})
+                .group_by("test", "interval", "index").agg(n=pl.len().cast(pl.Int64), high=pl.col("value").max()))
+
+    blocks = _blocks([_open(p) for p in paths])
+    with ThreadPoolExecutor(max_workers=pl.thread_pool_size()) as pool:
+        frames = [f for f in pool.map(count, blocks) if f is not None]
+    schema = {"test": pl.Int64, "interval": pl.Int64, "lo": pl.Int64, "n": pl.Int64, "high": pl.Int64}
+    if not frames:
+        return pl.DataFrame(schema=schema)
+    merged = pl.concat(frames).group_by("test", "interval", "index").agg(pl.col("n").sum(), pl.col("high").max())
+    return merged.select("test", "interval", lo=pl.Series(bucket_low(merged["index"].to_numpy())), n="n", high="high")
