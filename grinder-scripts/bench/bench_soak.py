@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import os
 import re
 import signal
@@ -48,6 +49,7 @@ from pathlib import Path
 
 import yaml
 
+from esbperf.analysis.stats import t_quantile
 from esbperf.core import procs, topology
 from esbperf.core.project import CONSOLE_CONFIG
 from esbperf.results import layout
@@ -103,8 +105,23 @@ def soak_testbed(work: Path, root: bool) -> topology.Testbed:
     return topology.load(path)
 
 
-def live_heap_bytes(pid: int) -> int | None:
-    """A JVM's heap in use right after a full collection, or None (not a JVM, gone, refused)."""
+@dataclass
+class Heap:
+    """A JVM right after a full collection: its heap in use (the live data), the heap committed
+    (what G1 holds from the OS, up to -Xmx), and its RSS then; RSS - committed is what it holds
+    besides its heap (code cache, metaspace, thread stacks, direct buffers, malloc)."""
+
+    live: int
+    committed: int
+    rss: int
+
+    @property
+    def beside_heap(self) -> int:
+        return self.rss - self.committed
+
+
+def heap_after_gc(pid: int) -> Heap | None:
+    """A JVM's Heap after `jcmd GC.run`, or None (not a JVM, gone, refused)."""
     jcmd = str(Path(procs.java_executable()).with_name("jcmd"))
     try:
         if subprocess.run([jcmd, str(pid), "GC.run"], capture_output=True, timeout=60).returncode:
@@ -112,9 +129,12 @@ def live_heap_bytes(pid: int) -> int | None:
         info = subprocess.run([jcmd, str(pid), "GC.heap_info"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return None
+    stat = proc_stat(pid)
     # G1: one "garbage-first heap total …K, used …K" line; serial: one per generation.
-    used = [int(k) for k in re.findall(r"total \d+K, used (\d+)K", info.stdout)]
-    return sum(used) * 1024 if used else None
+    sizes = [(int(total), int(used)) for total, used in re.findall(r"total (\d+)K, used (\d+)K", info.stdout)]
+    if not sizes or stat is None:
+        return None
+    return Heap(sum(u for _, u in sizes) * 1024, sum(t for t, _ in sizes) * 1024, stat[0])
 
 
 @dataclass
@@ -124,8 +144,8 @@ class Checkpoint:
     cycle: int
     step: int
     t: float
-    stats: dict[str, tuple[int, int, int]]           # process -> (rss, fds, threads)
-    heaps: dict[str, int] = field(default_factory=dict)   # JVM -> live heap (cycle ends only)
+    stats: dict[str, tuple[int, int, int]]                 # process -> (rss, fds, threads)
+    heaps: dict[str, Heap] = field(default_factory=dict)   # JVM -> after a full GC (cycle ends only)
 
 
 def main() -> int:
@@ -196,7 +216,7 @@ def main() -> int:
                     pids, jvms = processes()
                     point = Checkpoint(record["iteration"], users.index(record["users"]), t, read(pids))
                     if record["users"] == users[-1]:    # the cycle's last step
-                        point.heaps = {name: heap for name in jvms if (heap := live_heap_bytes(pids[name]))}
+                        point.heaps = {name: heap for name in jvms if (heap := heap_after_gc(pids[name]))}
                     checkpoints.append(point)
                 if t >= next_sample:
                     next_sample = t + args.sample_s
@@ -233,21 +253,36 @@ def transactions_of(results: Path) -> int:
     return total
 
 
-def pooled_slope_per_hour(points: list[tuple[int, float, float]]) -> float | None:
+def pooled_slope_per_hour(points: list[tuple[int, float, float]]) -> tuple[float, float | None] | None:
     """The growth per hour of a figure read at the same step of several cycles: (step, t, value)
-    points, one straight line per step with a slope they share (least squares within steps)."""
+    points, one straight line per step with a slope they share (least squares within steps).
+    Returns (slope, half-width of its 95 % confidence interval, None without a degree of freedom
+    left), or None without two points of one step."""
     by_step: dict[int, list[tuple[float, float]]] = {}
     for step, t, value in points:
         by_step.setdefault(step, []).append((t, value))
-    num = den = 0.0
-    for pts in by_step.values():
-        if len(pts) < 2:
-            continue
-        mean_t = sum(t for t, _ in pts) / len(pts)
-        mean_v = sum(v for _, v in pts) / len(pts)
-        num += sum((t - mean_t) * (v - mean_v) for t, v in pts)
-        den += sum((t - mean_t) ** 2 for t, _ in pts)
-    return num / den * 3600 if den else None
+    groups = [pts for pts in by_step.values() if len(pts) >= 2]
+    centred = [[(t - sum(t for t, _ in pts) / len(pts), v - sum(v for _, v in pts) / len(pts)) for t, v in pts]
+               for pts in groups]
+    sxx = sum(t * t for pts in centred for t, _ in pts)
+    if not sxx:
+        return None
+    slope = sum(t * v for pts in centred for t, v in pts) / sxx
+    dof = sum(len(pts) for pts in centred) - len(centred) - 1
+    if dof < 1:
+        return slope * 3600, None
+    residual = sum((v - slope * t) ** 2 for pts in centred for t, v in pts) / dof
+    return slope * 3600, t_quantile(0.975, dof) * math.sqrt(residual / sxx) * 3600
+
+
+def growth(points: list[tuple[int, float, float]]) -> tuple[float, float | None] | None:
+    """pooled_slope_per_hour as % of the figure's mean per hour."""
+    found = pooled_slope_per_hour(points)
+    mean = sum(v for *_, v in points) / len(points) if points else 0
+    if found is None or not mean:
+        return None
+    slope, half = found
+    return 100 * slope / mean, None if half is None else 100 * half / mean
 
 
 def report(work: Path, results: Path, series: dict[str, Series], checkpoints: list[Checkpoint], disk: list,
@@ -259,45 +294,50 @@ def report(work: Path, results: Path, series: dict[str, Series], checkpoints: li
             out.writerows([(round(t, 1), s.name, rss, fds, thr) for t, rss, fds, thr in s.samples])
     with open(work / "checkpoints.csv", "w", newline="") as f:
         out = csv.writer(f)
-        out.writerow(["seconds", "cycle", "step", "process", "rss_bytes", "fds", "threads", "live_heap_bytes"])
+        out.writerow(["seconds", "cycle", "step", "process", "rss_bytes", "fds", "threads", "live_heap_bytes",
+                      "committed_heap_bytes", "rss_after_gc_bytes"])
         for c in checkpoints:
-            out.writerows([(round(c.t, 1), c.cycle, c.step, name, *stat, c.heaps.get(name, ""))
+            out.writerows([(round(c.t, 1), c.cycle, c.step, name, *stat,
+                            *((h.live, h.committed, h.rss) if (h := c.heaps.get(name)) else ("", "", "")))
                            for name, stat in c.stats.items()])
     transactions = transactions_of(results)
     cycles = max((c.cycle for c in checkpoints), default=0)
     later = [c for c in checkpoints if c.cycle >= 2]
+    span_h = (later[-1].t - later[0].t) / 3600 if later else 0.0   # fds +, thr +: the trend over it
     minutes = (max((t for s in series.values() for t, *_ in s.samples), default=0)) / 60
     lines = [f"soak: {minutes:.0f} min, {len(checkpoints)} steps of {args.step_seconds:g} s in {cycles} cycles "
-             f"(users {args.users}), {transactions} transactions; runner exit {code}; growth counted from cycle 2, "
-             "at the same step of each cycle",
-             f"{'process':24} {'RSS MB c1':>9} {'RSS MB end':>10} {'RSS %/h':>8} {'heap MB c2':>10} "
-             f"{'heap MB end':>11} {'heap %/h':>8} {'fds +':>6} {'thr +':>6}  fds, threads at the end"]
-    span_h = (later[-1].t - later[0].t) / 3600 if later else 0.0   # fds +, thr +: the trend over it
+             f"(users {args.users}), {transactions} transactions; runner exit {code}; growth from cycle 2 on, "
+             "at the same step of each cycle, in % per hour ± its 95 % confidence interval",
+             f"{'process':24} {'RSS MB':>13} {'RSS %/h':>13} {'live heap MB':>12} {'heap %/h':>13} "
+             f"{'beside heap MB':>14} {'beside %/h':>13} {'fds +':>6} {'thr +':>6}"]
     failed = []
-    names = sorted({name for c in checkpoints for name in c.stats})
-    for name in names:
+
+    def shown(found: tuple[float, float | None] | None) -> str:
+        return "–" if found is None else f"{found[0]:+.1f}" + ("" if found[1] is None else f" ± {found[1]:.1f}")
+
+    def established(found: tuple[float, float | None] | None) -> bool:
+        """Growth beyond the limit with 95 % confidence (no confidence: the figure itself)."""
+        return found is not None and found[0] - (found[1] or 0) > args.max_growth
+
+    for name in sorted({name for c in checkpoints for name in c.stats}):
         mine = [(c, c.stats[name]) for c in checkpoints if name in c.stats]
-        first = [stat for c, stat in mine if c.cycle == 1] or [mine[0][1]]
-        last = mine[-1][1]
         later_points = [(c.step, c.t, stat) for c, stat in mine if c.cycle >= 2]
-        rss_mean = sum(stat[0] for *_, stat in later_points) / len(later_points) if later_points else 0
-        rss = pooled_slope_per_hour([(step, t, stat[0]) for step, t, stat in later_points])
-        fds, threads = (None if (slope := pooled_slope_per_hour([(step, t, stat[i]) for step, t, stat in later_points]))
-                        is None else slope * span_h for i in (1, 2))
-        rss_pct = 100 * rss / rss_mean if rss is not None and rss_mean else None
-        heaps = [(0, c.t, c.heaps[name]) for c in later if name in c.heaps]
-        heap = pooled_slope_per_hour(heaps)
-        heap_pct = 100 * heap / (sum(v for *_, v in heaps) / len(heaps)) if heap is not None else None
-
-        def fmt(value: float | None, spec: str) -> str:
-            return "–" if value is None else format(value, spec)
-
-        lines.append(f"{name:24} {first[-1][0] / 2**20:>9.1f} {last[0] / 2**20:>10.1f} {fmt(rss_pct, '+8.1f'):>8} "
-                     f"{fmt(heaps[0][2] / 2**20 if heaps else None, '10.1f'):>10} "
-                     f"{fmt(heaps[-1][2] / 2**20 if heaps else None, '11.1f'):>11} {fmt(heap_pct, '+8.1f'):>8} "
-                     f"{fmt(fds, '+6.1f'):>6} {fmt(threads, '+6.1f'):>6}  {last[1]}, {last[2]}")
-        if (rss_pct or 0) > args.max_growth or (heap_pct or 0) > args.max_growth \
-                or (fds or 0) > 2 or (threads or 0) > 2:   # gained over the cycles judged
+        rss = growth([(step, t, stat[0]) for step, t, stat in later_points])
+        fds, threads = ((None if (found := pooled_slope_per_hour([(step, t, stat[i]) for step, t, stat in later_points]))
+                         is None else found[0] * span_h) for i in (1, 2))
+        heaps = [(c.t, c.heaps[name]) for c in later if name in c.heaps]
+        live = growth([(0, t, h.live) for t, h in heaps])
+        beside = growth([(0, t, h.beside_heap) for t, h in heaps])
+        first, last = mine[0][1], mine[-1][1]
+        lines.append(f"{name:24} {first[0] / 2**20:>6.0f}→{last[0] / 2**20:<6.0f} {shown(rss):>13} "
+                     + (f"{heaps[0][1].live / 2**20:>5.1f}→{heaps[-1][1].live / 2**20:<6.1f} {shown(live):>13} "
+                        f"{heaps[0][1].beside_heap / 2**20:>6.0f}→{heaps[-1][1].beside_heap / 2**20:<7.0f} "
+                        f"{shown(beside):>13}" if heaps else f"{'–':>12} {'–':>13} {'–':>14} {'–':>13}")
+                     + f" {'–' if fds is None else format(fds, '+.1f'):>6} {'–' if threads is None else format(threads, '+.1f'):>6}")
+        # A JVM's RSS follows its committed heap, which G1 sizes up and down to -Xmx: judged instead
+        # are its live heap and what it holds beside the heap, both after a full collection.
+        judged = (live, beside) if heaps else (rss,)
+        if any(established(g) for g in judged) or (fds or 0) > 2 or (threads or 0) > 2:   # gained over the cycles
             failed.append(name)
     workers = [s for s in series.values() if s.name.startswith("worker ")]
     if workers:
@@ -310,8 +350,9 @@ def report(work: Path, results: Path, series: dict[str, Series], checkpoints: li
             lines.append(f"run folder: {end['run folder'] / transactions * 1e6 / 2**20:.1f} MB per million transactions")
     judged = cycles >= 3
     lines.append("growing: " + (", ".join(failed) if failed else "none" if judged else "not judged (fewer than 3 "
-                                "cycles)") + f" (limit {args.max_growth:g} %/hour of RSS or live heap, "
-                 "2 descriptors or threads gained over the cycles judged)")
+                                "cycles)") + f" (beyond {args.max_growth:g} %/hour with 95 % confidence: a JVM's "
+                 "live heap or what it holds beside its heap, another process's RSS; or 2 descriptors or threads "
+                 "gained over the cycles judged)")
     text = "\n".join(lines)
     print(text)
     (work / "soak-table.txt").write_text(text + "\n")
