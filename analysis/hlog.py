@@ -188,13 +188,11 @@ def _flat(name: str) -> str:
     return name.replace("/", "_")
 
 
-def _interval_lines(intervals: int, window_ms: int, groups: pl.DataFrame) -> list[str]:
-    """The interval lines of one file from its (interval, lo, n, high) groups."""
-    interval = groups["interval"].to_numpy()
-    highest = max(HIGHEST_TRACKABLE_US, int(groups["high"].max() or 0))
-    encoded = encode_intervals(intervals, interval, groups["lo"].to_numpy(), groups["n"].to_numpy(), highest)
-    maxima = np.zeros(intervals, dtype=np.int64)
-    np.maximum.at(maxima, interval, groups["high"].to_numpy())
+def _interval_lines(intervals: int, window_ms: int, counts: pl.DataFrame, maxima: np.ndarray) -> list[str]:
+    """The interval lines of one file from its (interval, lo, n) counts and interval maxima."""
+    highest = max(HIGHEST_TRACKABLE_US, int(maxima.max(initial=0)))
+    encoded = encode_intervals(intervals, counts["interval"].to_numpy(), counts["lo"].to_numpy(),
+                               counts["n"].to_numpy(), highest)
     lines = []
     for i, text in enumerate(encoded):
         length_ms = min(INTERVAL_MS, window_ms - i * INTERVAL_MS)
@@ -237,21 +235,20 @@ def write_step_hlogs(run: "Run", step: "Step", tests: Mapping[int | None, bool],
     logs = [StepLog(run.name, step_dir, test, kind,
                     folder / f"{base}{'' if len(tests) == 1 else f'-test{test}'}-{kind}.hlog")
             for test, open_model in tests.items() for kind in KINDS if kind == "response" or open_model]
-    groups = {"response": pl.DataFrame(schema={"test": pl.Int64, "interval": pl.Int64, "lo": pl.Int64,
-                                               "n": pl.Int64, "high": pl.Int64})}
-    groups["latency"] = groups["response"]
     # The rows as log_stats reads and judges them (datalog.interval_counts): the one place this module
     # reaches into the data logs, so the .hlog files count exactly the transactions summary.csv counts.
-    for kind, value in (("response", "response_us" if rt_source == "us" else "time"), ("latency", "latency_us")):
-        if any(log.kind == kind for log in logs):
-            groups[kind] = datalog.interval_counts(data_logs(step.dir), start_ms, end_ms, INTERVAL_MS, value)
+    counted = {kind: datalog.interval_counts(data_logs(step.dir), start_ms, end_ms, INTERVAL_MS, value)
+               for kind, value in (("response", "response_us" if rt_source == "us" else "time"),
+                                   ("latency", "latency_us")) if any(log.kind == kind for log in logs)}
+    nothing = (pl.DataFrame(schema={"interval": pl.Int64, "lo": pl.Int64, "n": pl.Int64}),
+               np.zeros(intervals, dtype=np.int64))
     folder.mkdir(parents=True, exist_ok=True)
     for log in logs:
-        mine = groups[log.kind]
         # In a step of one test every row is that test's (a step whose logs hold no row has one
         # test, its scenario's, and every interval empty).
-        mine = mine.filter(pl.col("test") == log.test) if len(tests) > 1 else mine
-        lines = _header(log, start_ms, rt_source) + _interval_lines(intervals, window_ms, mine)
+        by_test = counted[log.kind]
+        mine = by_test.get(log.test, nothing) if len(tests) > 1 else next(iter(by_test.values()), nothing)
+        lines = _header(log, start_ms, rt_source) + _interval_lines(intervals, window_ms, *mine)
         log.path.write_text("\n".join(lines) + "\n", encoding="ascii")
     return logs
 

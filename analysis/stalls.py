@@ -33,7 +33,7 @@ def bands() -> list[tuple[str, float, float]]:
 
 
 def _count(h: Histogram, low_ms: float, high_ms: float) -> int:
-    return sum(n for lo, n in h.items() if low_ms * 1000 <= lo < high_ms * 1000)
+    return h.count_between(low_ms * 1000, high_ms * 1000)
 
 
 def share_in_bands(h: Histogram | None) -> tuple[float, str]:

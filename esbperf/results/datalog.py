@@ -24,6 +24,7 @@ has more fields than the header; such lines, and a last line cut short by a kill
 counted and skipped."""
 from __future__ import annotations
 
+import mmap
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,7 +35,7 @@ import polars as pl
 from esbperf.core.errors import EsbperfError
 from esbperf.results import intlines
 from esbperf.results.files import line_blocks, lines_after_header, read_header
-from esbperf.results.histogram import Histogram, bucket_index, bucket_low, bucket_shifts
+from esbperf.results.histogram import BUCKETS, Histogram, bucket_index, bucket_low, bucket_shifts
 
 SEPARATOR = ", "
 # Grinder's own columns, always first, and what we call them.
@@ -279,13 +280,18 @@ def _block_rows(log: _Log, block: tuple[int, int], wanted: tuple[str, ...]) -> t
 
     A log of integer columns only (every esbperf log) is parsed natively (esbperf/results/intlines.py);
     a user's script may log fractional statistics of its own, which polars reads."""
-    with open(log.path, "rb") as f:
-        f.seek(block[0])
-        text = f.read(block[1] - block[0])
     if log.integers:
         index = {alias: i for i, n in enumerate(log.names) for name, alias in {**STANDARD, **CUSTOM}.items() if n == name}
         times = {i for i, n in enumerate(log.names) if n in ("Test time", *MICROS, *OPEN_MODEL)}
-        return intlines.parse(text, len(log.names), {index[name]: name for name in wanted if name in index}, times)
+        with open(log.path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            text = np.frombuffer(mapped, dtype=np.uint8, count=block[1] - block[0], offset=block[0])
+            try:   # read where the file lies in memory, not copied
+                return intlines.parse(text, len(log.names), {index[name]: name for name in wanted if name in index}, times)
+            finally:
+                del text      # the map closes only once no array looks into it
+    with open(log.path, "rb") as f:
+        f.seek(block[0])
+        text = f.read(block[1] - block[0])
     columns, bad = log.columns()
     # One thread per block: the blocks are what runs in parallel.
     rows = pl.read_csv(text, has_header=False, separator=",", quote_char=None, schema=log.schema, n_threads=1,
@@ -473,29 +479,59 @@ def _aggregate(blocks: list[tuple[_Log, tuple[int, int]]], window: _Window, stat
             tests[test]._lag(group)
 
 
-def interval_counts(paths: list[Path], warmup_end_ms: int, end_ms: int, interval_ms: int, value: str) -> pl.DataFrame:
-    """The window's successful transactions per (test, interval of `interval_ms` from its start,
-    µs bucket): count `n` and largest value `high` of `value` ("response_us", "latency_us", or "time",
-    Grinder's whole ms, in µs), the rows read and judged as log_stats reads them (the .hlog files of
-    analysis/hlog.py count what summary.csv counts). Columns test, interval, lo, n, high."""
+def interval_counts(paths: list[Path], warmup_end_ms: int, end_ms: int, interval_ms: int,
+                    value: str) -> dict[int, tuple[pl.DataFrame, np.ndarray]]:
+    """The window's successful transactions per Grinder test, interval of `interval_ms` from the
+    window's start and µs bucket, read and judged as log_stats reads them (so analysis/hlog.py's
+    files count what summary.csv counts): per test, its counts (a frame of interval, lo, n) and each
+    interval's largest value (an array, one per interval; 0 in an empty one). `value` is the column
+    counted: "response_us", "latency_us", or "time" (Grinder's whole ms, counted in µs)."""
     column = "time" if value == "time" else value
     window = _Window(warmup_end_ms, end_ms, column, open_model=False)
+    intervals = max(1, -(-(end_ms - warmup_end_ms) // interval_ms))
 
-    def count(block: tuple[_Log, tuple[int, int]]) -> pl.DataFrame | None:
+    def count(block: tuple[_Log, tuple[int, int]]) -> list[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
+        """Per test of the block: its (interval, bucket) keys, their counts, its interval maxima."""
         _, rows = _block_rows(*block, ("test", "start", "errors", column))
         if column not in rows:
-            return None
+            return []
         success = _kinds(rows, window) == SUCCESS
         values = rows[column][success] * (1000 if value == "time" else 1)
-        return (pl.DataFrame({"test": rows["test"][success], "interval": (rows["start"][success] - warmup_end_ms) //
-                              interval_ms, "index": bucket_index(values, bucket_shifts(values)), "value": values})
-                .group_by("test", "interval", "index").agg(n=pl.len().cast(pl.Int64), high=pl.col("value").max()))
+        interval = (rows["start"][success] - warmup_end_ms) // interval_ms
+        index = bucket_index(values, bucket_shifts(values))
+        numbers, tests = _distinct(rows["test"][success])
+        found = []
+        for k, test in enumerate(tests.tolist()):
+            mine = numbers == k
+            # Counted densely over the block's own span of intervals and buckets: a block of a
+            # sorted log covers a few seconds, and its buckets a few thousand numbers.
+            i, b, v = interval[mine], index[mine], values[mine]
+            i0, b0 = i.min(), b.min()
+            width = int(b.max() - b0) + 1
+            n = np.bincount((i - i0) * width + (b - b0))
+            cells = np.flatnonzero(n)
+            maxima = np.zeros(intervals, dtype=np.int64)
+            np.maximum.at(maxima, i, v)
+            found.append((test, (cells // width + i0) * BUCKETS + cells % width + b0, n[cells], maxima))
+        return found
 
-    blocks = _blocks([_open(p) for p in paths])
+    per_test: dict[int, tuple[list, list, np.ndarray]] = {}
     with ThreadPoolExecutor(max_workers=pl.thread_pool_size()) as pool:
-        frames = [f for f in pool.map(count, blocks) if f is not None]
-    schema = {"test": pl.Int64, "interval": pl.Int64, "lo": pl.Int64, "n": pl.Int64, "high": pl.Int64}
-    if not frames:
-        return pl.DataFrame(schema=schema)
-    merged = pl.concat(frames).group_by("test", "interval", "index").agg(pl.col("n").sum(), pl.col("high").max())
-    return merged.select("test", "interval", lo=pl.Series(bucket_low(merged["index"].to_numpy())), n="n", high="high")
+        for found in pool.map(count, _blocks([_open(p) for p in paths])):
+            for test, keys, n, maxima in found:
+                keys_of, n_of, high = per_test.setdefault(test, ([], [], np.zeros(intervals, dtype=np.int64)))
+                keys_of.append(keys)
+                n_of.append(n)
+                np.maximum(high, maxima, out=high)
+    out = {}
+    for test, (keys_of, n_of, high) in per_test.items():
+        keys, n = np.concatenate(keys_of), np.concatenate(n_of)
+        order = np.argsort(keys, kind="stable")          # the blocks' keys are sorted runs
+        keys, n = keys[order], n[order]
+        first = np.ones(len(keys), dtype=bool)
+        first[1:] = keys[1:] != keys[:-1]
+        starts = np.flatnonzero(first)
+        interval, index = np.divmod(keys[starts], BUCKETS)
+        out[test] = (pl.DataFrame({"interval": interval, "lo": bucket_low(index), "n": np.add.reduceat(n, starts)}),
+                     high)
+    return out

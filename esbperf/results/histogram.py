@@ -16,6 +16,7 @@ exactly (Python integers), and so are min and max: mean, standard deviation, min
 those of the raw values."""
 from __future__ import annotations
 
+import bisect
 import math
 import operator
 from dataclasses import dataclass, field
@@ -80,6 +81,7 @@ class Histogram:
     max: int | None = None
     # items(), kept until the counts change: percentiles and the stall bands read it many times.
     _sorted: tuple[tuple[int, int], ...] | None = field(default=None, repr=False, compare=False)
+    _below: tuple[list[int], list[int]] | None = field(default=None, repr=False, compare=False)   # count_between's
 
     def add(self, lo: int, n: int, offsets: int, offsets_sq: int, low: int, high: int) -> None:
         """Add a bucket's group: n values of lower bound `lo`, the sums of (v - lo) and (v - lo)²."""
@@ -92,7 +94,7 @@ class Histogram:
         `high` are the smallest and the largest of their values."""
         for bucket_lo, count in zip(lo, n):
             self.counts[bucket_lo] = self.counts.get(bucket_lo, 0) + count
-        self._sorted = None
+        self._sorted = self._below = None
         self.n += sum(n)
         self.total += sum(map(operator.mul, n, lo)) + sum(offsets)
         self.total_sq += sum(k * b * b + 2 * b * o + q for k, b, o, q in zip(n, lo, offsets, offsets_sq))
@@ -102,7 +104,7 @@ class Histogram:
     def merge(self, other: "Histogram") -> "Histogram":
         for lo, n in other.counts.items():
             self.counts[lo] = self.counts.get(lo, 0) + n
-        self._sorted = None
+        self._sorted = self._below = None
         self.n += other.n
         self.total += other.total
         self.total_sq += other.total_sq
@@ -139,6 +141,18 @@ class Histogram:
         if self._sorted is None:
             self._sorted = tuple(sorted(self.counts.items()))
         return list(self._sorted)
+
+    def count_between(self, low: float, high: float) -> int:
+        """How many values lie in buckets whose lower bound is in [low, high)."""
+        if self._sorted is None or self._below is None:
+            self.items()
+            lows, below = [], [0]
+            for lo, n in self._sorted:
+                lows.append(lo)
+                below.append(below[-1] + n)
+            self._below = (lows, below)
+        lows, below = self._below
+        return below[bisect.bisect_left(lows, high)] - below[bisect.bisect_left(lows, low)]
 
     def percentile(self, p: float) -> int | None:
         """Nearest-rank percentile p (bucket lower bound, clamped to the exact min)."""

@@ -25,7 +25,8 @@ _MIN_LAST = _CEIL_MIN_10 * 10 - _INT64_MIN   # ... and the largest digit then ta
 @njit(nogil=True, cache=True)
 def _parse(text, columns, slot, nonnegative, out, bad):  # pragma: no cover - compiled
     """Parse whole lines of `text` (uint8): field k < columns goes to out[slot[k], row] when
-    slot[k] >= 0; bad[row] = 1 for a malformed line. Returns the number of lines."""
+    slot[k] >= 0; bad[row] = 1 for a malformed line. Returns the number of lines. One pass: a
+    field is read as it is scanned."""
     size = text.shape[0]
     i = 0
     row = 0
@@ -33,40 +34,51 @@ def _parse(text, columns, slot, nonnegative, out, bad):  # pragma: no cover - co
         ok = True
         field = 0
         while True:                                    # one field, up to "," or the line's end
-            start = i
-            while i < size and text[i] != 44 and text[i] != 10:
-                i += 1
-            end = i
-            if end > start and text[end - 1] == 13:    # one "\r" at the end of a field is dropped
-                end -= 1
             if field < columns:
-                j = start
-                while j < end and (text[j] == 32 or text[j] == 9):
-                    j += 1
+                while i < size and (text[i] == 32 or text[i] == 9):
+                    i += 1
                 negative = False
-                if j < end and (text[j] == 43 or text[j] == 45):
-                    negative = text[j] == 45
-                    j += 1
-                if j == end:
-                    ok = False
-                # The magnitude is gathered below zero, where int64 reaches one further (-2^63).
+                if i < size and (text[i] == 43 or text[i] == 45):
+                    negative = text[i] == 45
+                    i += 1
+                # The magnitude is gathered below zero, where int64 reaches one further (-2^63);
+                # only a number of 19 digits or more can leave int64, and is checked on the way.
                 acc = 0
-                while j < end:
-                    digit = np.int64(text[j]) - 48
-                    if digit < 0 or digit > 9 or acc < _CEIL_MIN_10 or (acc == _CEIL_MIN_10 and digit > _MIN_LAST):
-                        ok = False
+                first = i
+                while i < size:
+                    c = text[i]
+                    if c < 48 or c > 57:
                         break
-                    acc = acc * 10 - digit
-                    j += 1
-                if not negative and acc == _INT64_MIN:
+                    acc = acc * 10 - (np.int64(c) - 48)
+                    i += 1
+                digits = i - first
+                if digits >= 19:
+                    acc = 0
+                    for j in range(first, i):
+                        digit = np.int64(text[j]) - 48
+                        if acc < _CEIL_MIN_10 or (acc == _CEIL_MIN_10 and digit > _MIN_LAST):
+                            ok = False
+                            break
+                        acc = acc * 10 - digit
+                if i < size and text[i] == 13 and (i + 1 == size or text[i + 1] == 44 or text[i + 1] == 10):
+                    i += 1                             # one "\r" at the end of a field is dropped
+                if digits == 0 or (not negative and acc == _INT64_MIN):
                     ok = False
                 value = acc if negative else -acc
                 if nonnegative[field] and value < 0:
                     ok = False
+                if i < size and text[i] != 44 and text[i] != 10:
+                    ok = False                         # something else follows the number
+                    while i < size and text[i] != 44 and text[i] != 10:
+                        i += 1
                 if ok and slot[field] >= 0:
                     out[slot[field], row] = value
-            elif field == columns and end > start:     # a field beyond the header's: too many
-                ok = False
+            else:
+                start = i
+                while i < size and text[i] != 44 and text[i] != 10:
+                    i += 1
+                if field == columns and i - start > (1 if text[i - 1] == 13 else 0):
+                    ok = False                         # a field beyond the header's: too many
             field += 1
             if i >= size or text[i] == 10:
                 i += 1
@@ -79,11 +91,21 @@ def _parse(text, columns, slot, nonnegative, out, bad):  # pragma: no cover - co
     return row
 
 
-def parse(text: bytes, columns: int, wanted: dict[int, str], nonnegative: set[int]) -> tuple[int, dict[str, np.ndarray]]:
-    """Parse whole lines of `text` of `columns` integer fields: the number of malformed lines,
-    and the well-formed lines' fields `wanted` (field index -> name) as int64 arrays."""
-    buffer = np.frombuffer(text, dtype=np.uint8)
-    lines = int(np.count_nonzero(buffer == 10)) + (1 if len(text) and text[-1:] != b"\n" else 0)
+@njit(nogil=True, cache=True)
+def _lines(text):  # pragma: no cover - compiled
+    """The number of lines of `text` (uint8), a last one without its newline included."""
+    count = 0
+    for c in text:
+        if c == 10:
+            count += 1
+    return count + (1 if text.shape[0] and text[-1] != 10 else 0)
+
+
+def parse(text: np.ndarray, columns: int, wanted: dict[int, str], nonnegative: set[int]) -> tuple[int, dict[str, np.ndarray]]:
+    """Parse whole lines of `text` (uint8: bytes of a file, e.g. mapped) of `columns` integer
+    fields: the number of malformed lines, and the well-formed lines' fields `wanted` (field index
+    -> name) as int64 arrays of their own."""
+    lines = _lines(text)
     slot = np.full(columns, -1, dtype=np.int64)
     for k, index in enumerate(wanted):
         slot[index] = k
@@ -91,7 +113,7 @@ def parse(text: bytes, columns: int, wanted: dict[int, str], nonnegative: set[in
     must[list(nonnegative)] = 1
     out = np.empty((len(wanted), lines), dtype=np.int64)
     bad = np.empty(lines, dtype=np.uint8)
-    rows = _parse(buffer, columns, slot, must, out, bad)
+    rows = _parse(text, columns, slot, must, out, bad)
     bad = bad[:rows].view(bool)
     malformed = int(np.count_nonzero(bad))
     fields = out[:, :rows] if not malformed else out[:, :rows][:, ~bad]
