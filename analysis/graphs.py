@@ -23,11 +23,7 @@ the most user counts (100 KB in the thesis; ties go to the size nearest 100 KB).
 from __future__ import annotations
 
 import math
-import os
-import pickle
 import re
-import subprocess
-import sys
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +36,6 @@ from matplotlib.figure import Figure  # noqa: E402  (after choosing the backend)
 import polars as pl  # noqa: E402
 
 from esbperf.analysis.bottleneck import THRESHOLD_PERCENT  # noqa: E402
-from esbperf.core.errors import EsbperfError  # noqa: E402
 from esbperf.analysis.runs import BASELINE_TARGET  # noqa: E402
 from esbperf.analysis.stats import KEYS, MIN_ITERATIONS_FOR_CI, POOLED, ROLES, StepHistograms  # noqa: E402
 
@@ -66,8 +61,6 @@ Y_MARGIN = 0.05
 # Panels per row, and a panel's size (inches at 100 dpi): three panels (1080 px) fit the report's
 # 1250 px page unscaled; more hosts wrap into further rows.
 PANELS_PER_ROW = 3
-# Graphs a drawing process must have to be started for (draw_all): fewer are drawn here, at once.
-DRAWN_PER_PROCESS = 4
 PANEL_WIDTH, PANEL_HEIGHT = 3.6, 3.6
 # A limit line (link capacity) far above the data would flatten the curves; it is drawn once the
 # data reaches this share of it (the panel's title names the capacity anyway).
@@ -527,32 +520,6 @@ def draw(graph: Graph, out_dir: Path, colors: dict[str, str] | None = None) -> d
 
 
 def draw_all(graphs: list[Graph], out_dir: Path) -> None:
-    """Draw every graph, in one process per core when there are enough of them to repay starting
-    a process (a graph takes 0.3-2 s of matplotlib, a Python process with it about 1 s to start):
-    each helper is `python -m esbperf.analysis.graphs`, given its graphs pickled on its input."""
     colors = _colors(graphs)
-    parts = min(os.cpu_count() or 1, len(graphs) // DRAWN_PER_PROCESS)
-    if parts < 2:
-        for g in graphs:
-            draw(g, out_dir, colors)
-        return
-    chunks = [graphs[i::parts] for i in range(parts)]
-    helpers = []
-    for chunk in chunks[1:]:
-        helper = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        helper.stdin.write(pickle.dumps((chunk, out_dir, colors)))
-        helper.stdin.close()
-        helpers.append(helper)
-    for g in chunks[0]:
+    for g in graphs:
         draw(g, out_dir, colors)
-    for helper, chunk in zip(helpers, chunks[1:]):
-        drawn = helper.stdout.read()
-        if helper.wait():
-            raise EsbperfError(f"drawing graphs failed in a helper process (exit status {helper.returncode})")
-        for g, (files, ylims) in zip(chunk, pickle.loads(drawn)):
-            g.files, g.ylims = files, ylims
-
-
-if __name__ == "__main__":    # a helper of draw_all: graphs in, what draw() filled in out
-    _chunk, _out_dir, _colors_of = pickle.load(sys.stdin.buffer)
-    sys.stdout.buffer.write(pickle.dumps([(draw(g, _out_dir, _colors_of), g.ylims) for g in _chunk]))
