@@ -26,9 +26,11 @@ run folder, the agents' and the console's state folders and the monitors' spools
 Prints, and writes (soak.csv, checkpoints.csv, soak-table.txt) into its work folder: per process
 its RSS at the end of the first cycle and at the end, the growth per hour after the first cycle of
 RSS, live heap, descriptors and threads; and the bytes on disk per million transactions. Exits 1
-when a long-lived process grows by more than --max-growth % per hour (RSS, or a JVM's live heap)
-or gains more than 2 descriptors or threads over the cycles judged (the trend at the same steps);
-it needs 3 cycles or more to judge (2 after the first). Run it by hand on a quiet machine (it takes the whole --minutes).
+when a long-lived process grows by more than --max-growth % per hour with 95 % confidence (the
+lower bound of the slope's interval beyond the limit) — a JVM by its live heap or by what it holds
+beside its heap (RSS minus committed heap), another process by its RSS — or gains more than 2
+descriptors or threads over the cycles judged (the trend at the same steps); it needs 3 cycles or
+more to judge (2 after the first). Run it by hand on a quiet machine (it takes the whole --minutes).
 """
 from __future__ import annotations
 
