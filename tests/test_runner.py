@@ -69,6 +69,11 @@ def test_smoke_plan_end_to_end_against_the_baseline(grinder, echoes, testbed_fil
         # `users` threads across both agents did the work, no more.
         assert len({(log.name, r[0]) for log in (folder / "logs").glob("*-data.log")
                     for r in [l.split(", ") for l in log.read_text().splitlines()[1:]]}) == step.users
+        # The window opens once every worker runs (both agents'), not at the first one's report.
+        firsts = [min(int(l.split(", ")[3]) for l in lines) for log in (folder / "logs").glob("*-data.log")
+                  if (lines := log.read_text().splitlines()[1:])]
+        assert len(firsts) == min(step.users, 2) and max(firsts) < meta["warmup_end_ms"], (firsts, meta)
+        assert meta["start_ms"] < meta["first_report_ms"] <= meta["warmup_end_ms"] - 1000 * the_plan.warmup_s / 2
     assert not list(run_dir.rglob(".tmp-*"))
     assert not list(Path(os.environ["ESBPERF_STATE"]).glob(f"agents/*/runs/{run_dir.name}/*/*/*/*/*/*")), \
         "every agent's logs were moved into the step folders"

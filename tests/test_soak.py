@@ -1,8 +1,9 @@
 """A short soak (`make test-long`): ten minutes of one-minute steps at 20 and 320 users (100 KB,
 `proxy`, Camel) on a testbed of its own, the sweep repeated in cycles; every long-lived process is
 read at the end of every step and compared with itself at the same step of later cycles: none may
-grow in memory (RSS, a JVM's live heap) faster than a coarse limit, nor gain descriptors or threads
-(grinder-scripts/bench/bench_soak.py; its hour-long run and the figures are in docs/running.md)."""
+grow in memory (a JVM's live heap and native memory, another process's RSS) faster than a coarse
+limit, nor gain descriptors or threads (grinder-scripts/bench/bench_soak.py; its hour-long run and
+the figures are in docs/running.md)."""
 from __future__ import annotations
 
 import os

@@ -1,5 +1,5 @@
 """The workers of one start signal, as the console shows them: start them on every agent, wait
-for their first report, watch them while they load the target, stop them.
+for every one to report its threads running, watch them while they load the target, stop them.
 
 Whatever the console says that spoils the step is raised as its type (esbperf/run/problems.py):
 a console that stops answering (ConsoleLost), an agent that joins or leaves (AgentsChanged),
@@ -72,8 +72,8 @@ class ConsoleWatch:
         return {w["id"]: Worker(w["id"], w["name"], a["name"])
                 for a in self.call(self.client.agents) for w in a.get("workers", []) if w["id"] in ids}
 
-    def watch(self, workers: dict[str, Worker], before_report: bool = False) -> None:
-        """Raise what spoils the step, if anything does now."""
+    def watch(self, workers: dict[str, Worker], before_report: bool = False) -> dict[str, str]:
+        """Raise what spoils the step, if anything does now; else the workers' states."""
         agents = self.call(self.client.agents)
         change = self.agent_change(agents)
         if change:
@@ -85,15 +85,19 @@ class ConsoleWatch:
         if not running:
             when = "before reporting any test" if before_report else "before the step did"
             raise WorkersEnded(f"the workers ended {when} (see the worker logs in the step folder)")
+        return states
 
     def first_report(self, deadline_ms: int, workers: dict[str, Worker]) -> int:
-        """When the workers first reported (the console records), by `deadline_ms`."""
+        """When every worker had reported its threads running, by `deadline_ms`. Not the console's
+        first statistics: those come from whichever worker is first, while on a busy client the
+        other JVMs can still be starting (a 320-user step over 2 agents saw one agent's workers
+        begin after the window had opened), and they wait for the console's next sample."""
         while now_ms() < deadline_ms:
-            if self.call(lambda: self.client.data(latest=True))["status"].get("state") == "Recording":
+            states = self.watch(workers, before_report=True)
+            if not any(states.get(i) == "STARTED" for i in workers):
                 return now_ms()
-            self.watch(workers, before_report=True)
             self.on_tick("starting workers", 0, {})
-            time.sleep(0.1)
+            time.sleep(0.05)
         raise NoReport("the workers reported nothing before the step's end")
 
     def wait_until(self, deadline_ms: int, phase: str, workers: dict[str, Worker]) -> None:

@@ -15,7 +15,7 @@ What is compared: a process at the same load. The sweep's users rise step by ste
 threads and heaps rise with them, so a first step cannot be compared with a last one. At the end of
 every step (its step.json written) each process is read — resident memory, open descriptors,
 threads — and, at the end of every cycle, each service JVM's live heap after a full collection
-(`jcmd GC.run`, then `GC.heap_info`). The first cycle is where heaps, pools and caches reach the
+(`jcmd GC.run`, then `GC.heap_info`, and its code cache: `Compiler.codecache`). The first cycle is where heaps, pools and caches reach the
 sizes the load needs; growth is counted from the second cycle on: the slope of a figure over the
 cycles, step by step (the same step of each cycle), per hour. A leak shows in the live heap, or in
 descriptors or threads; a JVM's RSS can also creep while G1 still sizes its heap.
@@ -28,8 +28,9 @@ its RSS at the end of the first cycle and at the end, the growth per hour after 
 RSS, live heap, descriptors and threads; and the bytes on disk per million transactions. Exits 1
 when a long-lived process grows by more than --max-growth % per hour with 95 % confidence (the
 lower bound of the slope's interval beyond the limit) — a JVM by its live heap or by what it holds
-beside its heap (RSS minus committed heap), another process by its RSS — or gains more than 2
-descriptors or threads over the cycles judged (the trend at the same steps); it needs 3 cycles or
+beside its heap and its JIT's code cache (its resident memory outside those two address ranges:
+metaspace, threads, malloc), another process by its RSS — or gains more than 2 descriptors or threads over
+the cycles judged (the trend at the same steps, with the same confidence); it needs 3 cycles or
 more to judge (2 after the first). Run it by hand on a quiet machine (it takes the whole --minutes).
 """
 from __future__ import annotations
@@ -110,16 +111,41 @@ def soak_testbed(work: Path, root: bool) -> topology.Testbed:
 @dataclass
 class Heap:
     """A JVM right after a full collection: its heap in use (the live data), the heap committed
-    (what G1 holds from the OS, up to -Xmx), and its RSS then; RSS - committed is what it holds
-    besides its heap (code cache, metaspace, thread stacks, direct buffers, malloc)."""
+    (what G1 holds, up to -Xmx), its RSS, and how much of that RSS lies in the heap's and in the
+    code cache's address ranges (read from /proc/PID/smaps in the same moment)."""
 
     live: int
     committed: int
     rss: int
+    heap_rss: int = 0
+    code_rss: int = 0
 
     @property
-    def beside_heap(self) -> int:
-        return self.rss - self.committed
+    def native(self) -> int:
+        """Resident outside the heap and the code cache: metaspace, threads, GC structures,
+        buffers, malloc. Not RSS minus the committed heap: JDK 17's G1 hands shrunk regions back
+        to the OS in the background, so after a full collection the committed heap drops before
+        the RSS does. The code cache is left out: it grows for as long as the JIT compiles more of
+        a fixed program — a console's per-step paths reach their compile thresholds after
+        hundreds of steps (Native Memory Tracking, docs/running.md) — and the JVM bounds it."""
+        return self.rss - self.heap_rss - self.code_rss
+
+
+def resident_in(pid: int, ranges: list[tuple[int, int]]) -> tuple[int, list[int]]:
+    """(the process's RSS, the resident bytes of its mappings inside each of `ranges`), from one
+    read of /proc/PID/smaps."""
+    total, inside, start = 0, [0] * len(ranges), None
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        head = line.split(" ", 1)[0]
+        if "-" in head and ":" not in head:
+            start = int(head.split("-")[0], 16)
+        elif line.startswith("Rss:"):
+            size = int(line.split()[1]) * 1024
+            total += size
+            for i, (lo, hi) in enumerate(ranges):
+                if start is not None and lo <= start < hi:
+                    inside[i] += size
+    return total, inside
 
 
 def heap_after_gc(pid: int) -> Heap | None:
@@ -129,14 +155,26 @@ def heap_after_gc(pid: int) -> Heap | None:
         if subprocess.run([jcmd, str(pid), "GC.run"], capture_output=True, timeout=60).returncode:
             return None
         info = subprocess.run([jcmd, str(pid), "GC.heap_info"], capture_output=True, text=True, timeout=60)
+        code = subprocess.run([jcmd, str(pid), "Compiler.codecache"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    stat = proc_stat(pid)
-    # G1: one "garbage-first heap total …K, used …K" line; serial: one per generation.
+    # G1: one "garbage-first heap total …K, used …K [low, high)" line; serial: one per generation,
+    # its spaces below it, each "[low, …, high)".
     sizes = [(int(total), int(used)) for total, used in re.findall(r"total (\d+)K, used (\d+)K", info.stdout)]
-    if not sizes or stat is None:
+    heap = [(int(lo, 16), int(hi, 16)) for lo, hi in
+            re.findall(r"\[0x([0-9a-f]+)(?:, 0x[0-9a-f]+)*, 0x([0-9a-f]+)\)", info.stdout)]
+    # One "bounds [low, top, end]" line per code heap; together one reserved range.
+    bounds = [(int(lo, 16), int(hi, 16)) for lo, hi in
+              re.findall(r"bounds \[0x([0-9a-f]+), 0x[0-9a-f]+, 0x([0-9a-f]+)\]", code.stdout)]
+    if not sizes or not heap:
         return None
-    return Heap(sum(u for _, u in sizes) * 1024, sum(t for t, _ in sizes) * 1024, stat[0])
+    code_range = (min(lo for lo, _ in bounds), max(hi for _, hi in bounds)) if bounds else (0, 0)
+    try:
+        rss, (heap_rss, code_rss) = resident_in(pid, [(min(lo for lo, _ in heap), max(hi for _, hi in heap)),
+                                                      code_range])
+    except (OSError, ValueError):
+        return None
+    return Heap(sum(u for _, u in sizes) * 1024, sum(t for t, _ in sizes) * 1024, rss, heap_rss, code_rss)
 
 
 @dataclass
@@ -297,10 +335,11 @@ def report(work: Path, results: Path, series: dict[str, Series], checkpoints: li
     with open(work / "checkpoints.csv", "w", newline="") as f:
         out = csv.writer(f)
         out.writerow(["seconds", "cycle", "step", "process", "rss_bytes", "fds", "threads", "live_heap_bytes",
-                      "committed_heap_bytes", "rss_after_gc_bytes"])
+                      "committed_heap_bytes", "rss_after_gc_bytes", "heap_rss_bytes", "code_cache_rss_bytes"])
         for c in checkpoints:
             out.writerows([(round(c.t, 1), c.cycle, c.step, name, *stat,
-                            *((h.live, h.committed, h.rss) if (h := c.heaps.get(name)) else ("", "", "")))
+                            *((h.live, h.committed, h.rss, h.heap_rss, h.code_rss) if (h := c.heaps.get(name))
+                              else ("",) * 5))
                            for name, stat in c.stats.items()])
     transactions = transactions_of(results)
     cycles = max((c.cycle for c in checkpoints), default=0)
@@ -311,7 +350,7 @@ def report(work: Path, results: Path, series: dict[str, Series], checkpoints: li
              f"(users {args.users}), {transactions} transactions; runner exit {code}; growth from cycle 2 on, "
              "at the same step of each cycle, in % per hour ± its 95 % confidence interval",
              f"{'process':24} {'RSS MB':>13} {'RSS %/h':>13} {'live heap MB':>12} {'heap %/h':>13} "
-             f"{'beside heap MB':>14} {'beside %/h':>13} {'fds +':>6} {'thr +':>6}"]
+             f"{'native MB':>14} {'native %/h':>13} {'code MB':>11} {'fds +':>11} {'thr +':>11}"]
     failed = []
 
     def shown(found: tuple[float, float | None] | None) -> str:
@@ -321,25 +360,38 @@ def report(work: Path, results: Path, series: dict[str, Series], checkpoints: li
         """Growth beyond the limit with 95 % confidence (no confidence: the figure itself)."""
         return found is not None and found[0] - (found[1] or 0) > args.max_growth
 
+    def gained(found: tuple[float, float | None] | None) -> str:
+        return "–" if found is None else f"{found[0]:+.1f}" + ("" if found[1] is None else f"±{found[1]:.1f}")
+
+    def gain_established(found: tuple[float, float | None] | None) -> bool:
+        """More than 2 descriptors or threads gained, with 95 % confidence."""
+        return found is not None and found[0] - (found[1] or 0) > 2
+
     for name in sorted({name for c in checkpoints for name in c.stats}):
         mine = [(c, c.stats[name]) for c in checkpoints if name in c.stats]
         later_points = [(c.step, c.t, stat) for c, stat in mine if c.cycle >= 2]
         rss = growth([(step, t, stat[0]) for step, t, stat in later_points])
+        # Descriptors and threads gained over the span judged, ± their 95 % interval: an ESB's or an
+        # echo's sockets at a step's end depend on which connections the load left open (±10 over
+        # an hour, both ways); a leak of one per step is a steady line.
         fds, threads = ((None if (found := pooled_slope_per_hour([(step, t, stat[i]) for step, t, stat in later_points]))
-                         is None else found[0] * span_h) for i in (1, 2))
+                         is None else (found[0] * span_h, None if found[1] is None else found[1] * span_h))
+                        for i in (1, 2))
         heaps = [(c.t, c.heaps[name]) for c in later if name in c.heaps]
         live = growth([(0, t, h.live) for t, h in heaps])
-        beside = growth([(0, t, h.beside_heap) for t, h in heaps])
+        native = growth([(0, t, h.native) for t, h in heaps])
         first, last = mine[0][1], mine[-1][1]
         lines.append(f"{name:24} {first[0] / 2**20:>6.0f}→{last[0] / 2**20:<6.0f} {shown(rss):>13} "
                      + (f"{heaps[0][1].live / 2**20:>5.1f}→{heaps[-1][1].live / 2**20:<6.1f} {shown(live):>13} "
-                        f"{heaps[0][1].beside_heap / 2**20:>6.0f}→{heaps[-1][1].beside_heap / 2**20:<7.0f} "
-                        f"{shown(beside):>13}" if heaps else f"{'–':>12} {'–':>13} {'–':>14} {'–':>13}")
-                     + f" {'–' if fds is None else format(fds, '+.1f'):>6} {'–' if threads is None else format(threads, '+.1f'):>6}")
+                        f"{heaps[0][1].native / 2**20:>6.0f}→{heaps[-1][1].native / 2**20:<7.0f} "
+                        f"{shown(native):>13} {heaps[0][1].code_rss / 2**20:>4.1f}→{heaps[-1][1].code_rss / 2**20:<6.1f}"
+                        if heaps else f"{'–':>12} {'–':>13} {'–':>14} {'–':>13} {'–':>11}")
+                     + f" {gained(fds):>11} {gained(threads):>11}")
         # A JVM's RSS follows its committed heap, which G1 sizes up and down to -Xmx: judged instead
-        # are its live heap and what it holds beside the heap, both after a full collection.
-        judged = (live, beside) if heaps else (rss,)
-        if any(established(g) for g in judged) or (fds or 0) > 2 or (threads or 0) > 2:   # gained over the cycles
+        # are its live heap and what it holds beside the heap and the JIT's code, both after a full
+        # collection.
+        judged = (live, native) if heaps else (rss,)
+        if any(established(g) for g in judged) or any(gain_established(g) for g in (fds, threads)):
             failed.append(name)
     workers = [s for s in series.values() if s.name.startswith("worker ")]
     if workers:
@@ -353,8 +405,8 @@ def report(work: Path, results: Path, series: dict[str, Series], checkpoints: li
     judged = cycles >= 3
     lines.append("growing: " + (", ".join(failed) if failed else "none" if judged else "not judged (fewer than 3 "
                                 "cycles)") + f" (beyond {args.max_growth:g} %/hour with 95 % confidence: a JVM's "
-                 "live heap or what it holds beside its heap, another process's RSS; or 2 descriptors or threads "
-                 "gained over the cycles judged)")
+                 "live heap or its native memory beside heap and code cache, another process's RSS; or more than 2 descriptors or "
+                 "threads gained over the cycles judged, with the same confidence)")
     text = "\n".join(lines)
     print(text)
     (work / "soak-table.txt").write_text(text + "\n")
