@@ -15,9 +15,10 @@ What is compared: a process at the same load. The sweep's users rise step by ste
 threads and heaps rise with them, so a first step cannot be compared with a last one. At the end of
 every step (its step.json written) each process is read — resident memory, open descriptors,
 threads — and, at the end of every cycle, each service JVM's live heap after a full collection
-(`jcmd GC.run`, then `GC.heap_info`, and its code cache: `Compiler.codecache`). The first cycle is where heaps, pools and caches reach the
-sizes the load needs; growth is counted from the second cycle on: the slope of a figure over the
-cycles, step by step (the same step of each cycle), per hour. A leak shows in the live heap, or in
+(`jcmd GC.run`, then `GC.heap_info`; its code cache: `Compiler.codecache`). The first cycle is
+where heaps, pools and caches reach the sizes the load needs; growth is counted from the second
+cycle on: the slope of a figure over the cycles, step by step (the same step of each cycle), per
+hour. A leak shows in the live heap, or in
 descriptors or threads; a JVM's RSS can also creep while G1 still sizes its heap.
 
 Also sampled every --sample-s for the picture (soak.csv): every process, and the disk used by the
@@ -29,9 +30,9 @@ RSS, live heap, descriptors and threads; and the bytes on disk per million trans
 when a long-lived process grows by more than --max-growth % per hour with 95 % confidence (the
 lower bound of the slope's interval beyond the limit) — a JVM by its live heap or by what it holds
 beside its heap and its JIT's code cache (its resident memory outside those two address ranges:
-metaspace, threads, malloc), another process by its RSS — or gains more than 2 descriptors or threads over
-the cycles judged (the trend at the same steps, with the same confidence); it needs 3 cycles or
-more to judge (2 after the first). Run it by hand on a quiet machine (it takes the whole --minutes).
+metaspace, threads, malloc), another process by its RSS — or gains more than 2 descriptors or
+threads over the cycles judged (the trend at the same steps, with the same confidence); it needs
+3 cycles or more to judge (2 after the first). Run it by hand on a quiet machine (it takes the whole --minutes).
 """
 from __future__ import annotations
 
@@ -356,16 +357,9 @@ def report(work: Path, results: Path, series: dict[str, Series], checkpoints: li
     def shown(found: tuple[float, float | None] | None) -> str:
         return "–" if found is None else f"{found[0]:+.1f}" + ("" if found[1] is None else f" ± {found[1]:.1f}")
 
-    def established(found: tuple[float, float | None] | None) -> bool:
-        """Growth beyond the limit with 95 % confidence (no confidence: the figure itself)."""
-        return found is not None and found[0] - (found[1] or 0) > args.max_growth
-
-    def gained(found: tuple[float, float | None] | None) -> str:
-        return "–" if found is None else f"{found[0]:+.1f}" + ("" if found[1] is None else f"±{found[1]:.1f}")
-
-    def gain_established(found: tuple[float, float | None] | None) -> bool:
-        """More than 2 descriptors or threads gained, with 95 % confidence."""
-        return found is not None and found[0] - (found[1] or 0) > 2
+    def beyond(found: tuple[float, float | None] | None, limit: float) -> bool:
+        """Beyond `limit` with 95 % confidence (no confidence: the figure itself)."""
+        return found is not None and found[0] - (found[1] or 0) > limit
 
     for name in sorted({name for c in checkpoints for name in c.stats}):
         mine = [(c, c.stats[name]) for c in checkpoints if name in c.stats]
@@ -386,12 +380,12 @@ def report(work: Path, results: Path, series: dict[str, Series], checkpoints: li
                         f"{heaps[0][1].native / 2**20:>6.0f}→{heaps[-1][1].native / 2**20:<7.0f} "
                         f"{shown(native):>13} {heaps[0][1].code_rss / 2**20:>4.1f}→{heaps[-1][1].code_rss / 2**20:<6.1f}"
                         if heaps else f"{'–':>12} {'–':>13} {'–':>14} {'–':>13} {'–':>11}")
-                     + f" {gained(fds):>11} {gained(threads):>11}")
+                     + f" {shown(fds):>11} {shown(threads):>11}")
         # A JVM's RSS follows its committed heap, which G1 sizes up and down to -Xmx: judged instead
         # are its live heap and what it holds beside the heap and the JIT's code, both after a full
         # collection.
         judged = (live, native) if heaps else (rss,)
-        if any(established(g) for g in judged) or any(gain_established(g) for g in (fds, threads)):
+        if any(beyond(g, args.max_growth) for g in judged) or any(beyond(g, 2) for g in (fds, threads)):
             failed.append(name)
     workers = [s for s in series.values() if s.name.startswith("worker ")]
     if workers:
@@ -405,8 +399,8 @@ def report(work: Path, results: Path, series: dict[str, Series], checkpoints: li
     judged = cycles >= 3
     lines.append("growing: " + (", ".join(failed) if failed else "none" if judged else "not judged (fewer than 3 "
                                 "cycles)") + f" (beyond {args.max_growth:g} %/hour with 95 % confidence: a JVM's "
-                 "live heap or its native memory beside heap and code cache, another process's RSS; or more than 2 descriptors or "
-                 "threads gained over the cycles judged, with the same confidence)")
+                 "live heap or its native memory beside heap and code cache, another process's RSS; or more "
+                 "than 2 descriptors or threads gained over the cycles judged, with the same confidence)")
     text = "\n".join(lines)
     print(text)
     (work / "soak-table.txt").write_text(text + "\n")
