@@ -183,7 +183,8 @@ def write_gc_log(folder: Path, role: str, pauses: list[tuple[int, float, int]], 
 
 def thesis_run(run_dir: Path, target: str, rows_per_step: int, files: int = 2, iterations: int = 1,
                scenario: str = "proxy", duration_s: int = 300, warmup_s: int = 30, seed: int = 1,
-               esb_cpu: float = 40.0, sweeps: str = "both", plan: str = "thesis", gc: bool = False) -> Path:
+               esb_cpu: float = 40.0, sweeps: str = "both", plan: str = "thesis", gc: bool = False,
+               shared_cpus: bool = False) -> Path:
     """A run of the thesis's sweeps with random logs: `payload` (1 user), `users` (100 KB) or both;
     with `gc`, GC windows of the ESB and echoes: a pause a second of 2 + users / 40 ms."""
     steps = [(label, size, 1) for label, size in THESIS_PAYLOADS.items()] if sweeps != "users" else []
@@ -191,7 +192,8 @@ def thesis_run(run_dir: Path, target: str, rows_per_step: int, files: int = 2, i
               if sweeps != "payload" and (u != 1 or sweeps == "users")]
     payloads = sorted({size for _, size, _ in steps})
     write_run(run_dir, target, plan=plan_dict(plan, payloads=payloads, users=sorted({u for _, _, u in steps}),
-                                             duration_s=duration_s, warmup_s=warmup_s, iterations=iterations))
+                                             duration_s=duration_s, warmup_s=warmup_s, iterations=iterations),
+              shared_cpus=shared_cpus)
     roles = [*BACKENDS, CLIENT] + ([] if target == "direct" else [ESB])
     for k, (label, size, users) in enumerate(steps):
         for it in range(1, iterations + 1):

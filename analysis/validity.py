@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from esbperf.core.roles import BACKENDS, CLIENT, ESB, is_load
 from esbperf.results.datalog import LATE_START_US
 from esbperf.analysis.runs import BASELINE_TARGET, Run
 from esbperf.analysis.stats import (CONSOLE_TOLERANCE, LAG_GROWTH_SHARE, LITTLE_TOLERANCE, MIN_SAMPLES_PER_STEP,
@@ -12,9 +13,10 @@ from esbperf.analysis.stats import (CONSOLE_TOLERANCE, LAG_GROWTH_SHARE, LITTLE_
 
 LISTED = 8   # steps named per warning; the rest are counted
 # A worker JVM is new in every step: for its first seconds under load it compiles Jython, Grinder
-# and the client on the cores the target shares, and runs them slowly meanwhile. On 2 cores that
-# took about 10 s after the workers' first report (docs/grinder.md, "A new worker JVM per step");
-# a step measured sooner reads low at 1 user and at saturation.
+# and the client, and runs them slowly meanwhile. On 2 cores that took about 10 s after the
+# workers' first report (docs/grinder.md, "A new worker JVM per step"); a step measured sooner
+# reads low at 1 user and at saturation -- when that compiling takes the target's cores. On cores
+# of its own the client's compiling left the figures at 0.95-1.01 of wrk's (docs/benchmarks).
 WORKER_JIT_S = 10
 
 
@@ -58,23 +60,45 @@ def _about(kind: str, rows: list[dict], noun: str, predicate: str, detail) -> Va
                            f"{noun[0].upper()}{noun[1:]}s {predicate}", items)
 
 
-def sharing_cpus(run: Run, roles: list[str] | tuple[str, ...] = ROLES) -> list[str]:
-    """The roles of a run whose hosts share CPUs with another role's: the same address (one
-    machine), or one emulated machine without disjoint `cpus` pinning."""
-    hosts = {role: h for role, h in (run.info.get("hosts") or {}).items() if role in roles and isinstance(h, dict)}
+def _hosts(run: Run) -> dict[str, dict]:
+    return {role: h for role, h in (run.info.get("hosts") or {}).items() if isinstance(h, dict)}
+
+
+def _share(run: Run, a: dict, b: dict) -> bool:
+    """Whether two hosts of a run compete for CPU: they are one machine (the same address, or an
+    emulated testbed) and their `cpus` are not disjoint (a host without `cpus` may run anywhere)."""
     testbed = run.info.get("testbed")
     emulated = isinstance(testbed, dict) and bool(testbed.get("emulated"))
+    if not emulated and not (a.get("address") and a.get("address") == b.get("address")):
+        return False
+    cpus_a, cpus_b = set(a.get("cpus") or []), set(b.get("cpus") or [])
+    return not cpus_a or not cpus_b or bool(cpus_a & cpus_b)
 
-    def share(a: dict, b: dict) -> bool:
-        if a.get("address") and a.get("address") == b.get("address"):
-            return True
-        if not emulated:
-            return False
-        cpus_a, cpus_b = set(a.get("cpus") or []), set(b.get("cpus") or [])
-        return not cpus_a or not cpus_b or bool(cpus_a & cpus_b)
 
+def sharing_cpus(run: Run, roles: list[str] | tuple[str, ...] = ROLES) -> list[str]:
+    """The roles of a run whose hosts share CPU cores with another role's (_share)."""
+    hosts = {role: h for role, h in _hosts(run).items() if role in roles}
     return [role for role in roles if role in hosts
-            and any(share(hosts[role], hosts[other]) for other in hosts if other != role)]
+            and any(_share(run, hosts[role], hosts[other]) for other in hosts if other != role)]
+
+
+def _sharing_groups(run: Run, roles) -> str:
+    """`esb, ws1, ws2, ws3 on cores 1` (or `on any core` when unpinned), one group per `; `."""
+    hosts = _hosts(run)
+    groups: dict[tuple, list[str]] = {}
+    for role in sharing_cpus(run, roles):
+        groups.setdefault(tuple(sorted(hosts[role].get("cpus") or [])), []).append(role)
+    return "; ".join(f"{', '.join(members)} on {'cores ' + ','.join(map(str, cpus)) if cpus else 'any core'}"
+                     for cpus, members in groups.items())
+
+
+def client_shares_target(run: Run, target: str) -> bool:
+    """Whether a load host of the run (client, load2, ...) shares cores with a host the step's target
+    runs on: the esb host and the back ends for an ESB, the back ends for the baseline."""
+    hosts = _hosts(run)
+    served = [*([ESB] if target != BASELINE_TARGET else []), *BACKENDS]
+    loading = [r for r in hosts if r == CLIENT or is_load(r)]
+    return any(_share(run, hosts[a], hosts[b]) for a in loading for b in served if b in hosts)
 
 
 def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
@@ -93,16 +117,17 @@ def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
         where = [f"{r.name}: {r.testbed or '?'}" for r in runs]
         out.append(ValidityWarning(f"The runs were made on different testbeds ({', '.join(where)}).", "testbeds",
                                    "The runs were made on different testbeds", where, "run"))
-    shared = {r.name: sharing_cpus(r, roles) for r in runs if sharing_cpus(r, roles)}
+    shared = {r.name: _sharing_groups(r, roles) for r in runs if sharing_cpus(r, roles)}
     if shared:
-        alike = len(shared) == len(runs) > 1 and len({tuple(roles) for roles in shared.values()}) == 1
-        where = (f"every run: {', '.join(next(iter(shared.values())))}" if alike else
-                 "; ".join(f"{name}: {', '.join(roles)}" for name, roles in shared.items()))
-        why = ("Their host CPU is the machine's, so a CPU bottleneck named on one of them is on all; the watched "
-               "processes' CPU (ESB and echo JVMs, % of one core: `<role>_proc_cpu_mean`) tells them apart.")
-        out.append(ValidityWarning(f"Hosts share CPUs (one machine, no disjoint `cpus` pinning) in {where}. {why}",
-                                   "shared-cpus", f"Hosts share CPUs (one machine, no disjoint `cpus` pinning). {why}",
-                                   [f"{name}: {', '.join(roles)}" for name, roles in shared.items()], "run"))
+        alike = len(shared) == len(runs) > 1 and len(set(shared.values())) == 1
+        where = (f"every run: {next(iter(shared.values()))}" if alike else
+                 "; ".join(f"{name}: {groups}" for name, groups in shared.items()))
+        why = ("Each one's CPU figure is that of the cores it shares, so a CPU bottleneck named on one of them is "
+               "on all; the watched processes' CPU (ESB and echo JVMs, % of one core: `<role>_proc_cpu_mean`) "
+               "tells them apart.")
+        out.append(ValidityWarning(f"Hosts share CPU cores (one machine) in {where}. {why}",
+                                   "shared-cpus", f"Hosts share CPU cores (one machine). {why}",
+                                   [f"{name}: {groups}" for name, groups in shared.items()], "run"))
     no_warmup = [r.name for r in runs if not (r.plan.get("warmup_s") or 0) or
                  any(not (s.meta.get("warmup_s", r.plan.get("warmup_s")) or 0) for s in r.steps)]
     if no_warmup:
@@ -117,12 +142,15 @@ def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
     under_load = {(run.name, str(s.dir.relative_to(run.dir))): (s.meta["warmup_end_ms"] - s.meta["first_report_ms"]) / 1000
                   for run in runs for s in run.steps
                   if isinstance(s.meta.get("first_report_ms"), int) and isinstance(s.meta.get("warmup_end_ms"), int)}
-    compiling = [r for r in steps if under_load.get((r["run"], r["step_dir"]), WORKER_JIT_S) < WORKER_JIT_S]
+    by_name = {run.name: run for run in runs}
+    compiling = [r for r in steps if under_load.get((r["run"], r["step_dir"]), WORKER_JIT_S) < WORKER_JIT_S
+                 and client_shares_target(by_name[r["run"]], r["target"])]
     if compiling:
         out.append(_about("worker-jit", compiling, "step", f"were measured less than {WORKER_JIT_S} s after the workers' "
-                          "first report, while the new worker JVM was still compiling its code on the cores the "
-                          "target shares: their TPS reads low and their mean high (on 2 cores by up to a quarter); "
-                          f"a warmup_s of {2 * WORKER_JIT_S} or more avoids it",
+                          "first report on a client whose cores the target's hosts share, while the new worker JVM "
+                          "was still compiling its code there: their TPS reads low and their mean high (on 2 cores "
+                          "by up to a quarter); give the client cores of its own (`cpus: auto` on one machine) or "
+                          f"a warmup_s of {2 * WORKER_JIT_S} or more",
                           lambda r: f"{under_load[(r['run'], r['step_dir'])]:.1f} s under load before the window"))
     interval = {r.name: r.console_sample_interval_ms for r in runs}
     short = [r for r in steps if r["window_s"] * 1000 < MIN_SAMPLES_PER_STEP * interval[r["run"]]]

@@ -141,6 +141,66 @@ def test_collect_step_writes_every_role_with_the_phases_marked(five, tmp_path):
         assert 0 < used < total
 
 
+def proc_stat_busy() -> dict[int, tuple[int, int]]:
+    """(busy, all) jiffies per CPU from /proc/stat, as mpstat reads them (iowait counts as idle)."""
+    found = {}
+    for line in Path("/proc/stat").read_text().splitlines():
+        name, *fields = line.split()
+        if name.startswith("cpu") and name != "cpu":
+            ticks = [int(f) for f in fields[:8]]   # user nice system idle iowait irq softirq steal
+            found[int(name[3:])] = (sum(ticks) - ticks[3] - ticks[4], sum(ticks))
+    return found
+
+
+def at_next_second() -> int:
+    """Sleep to just after the next whole second (the monitors stamp their samples there)."""
+    time.sleep(1 - time.time() % 1 + 0.02)
+    return now_ms() // 1000 * 1000
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="needs two CPUs to pin two hosts apart")
+@pytest.mark.parametrize("sampler", ["sigar", "oshi"])
+def test_a_pinned_host_reads_the_cpu_of_its_own_cores(tmp_path, sampler):
+    """A one-machine testbed gives the client core 0 and the esb host core 1: a busy loop on core
+    0 is the client's CPU (~100 % of its cores), not the esb host's, and each host's figure is what
+    the kernel counts for its own core over the same seconds (mpstat's source, /proc/stat)."""
+    ports = {"client": 17111, "esb": 17112}
+    make_testbed(tmp_path / "pinned.yaml", ports)
+    data = yaml.safe_load((tmp_path / "pinned.yaml").read_text())
+    data["cpus"] = "shared"
+    data["hosts"]["client"]["cpus"], data["hosts"]["esb"]["cpus"] = [0], [1]
+    (tmp_path / "pinned.yaml").write_text(yaml.safe_dump(data))
+    testbed = topology.load(tmp_path / "pinned.yaml")
+    started, busy = [], None
+    try:
+        for role, port in ports.items():
+            started.append(monitor.start_monitor(role, "127.0.0.1", port, workdir=tmp_path / role,
+                                                  testbed=testbed, sampler=sampler))
+        busy = subprocess.Popen(["taskset", "-c", "0", sys.executable, "-c",
+                                 "import time\nend = time.time() + 20\nwhile time.time() < end: pass"])
+        time.sleep(1.5)   # the loop running, the monitors past their first sample
+        begin, kernel_before = at_next_second(), proc_stat_busy()
+        time.sleep(4)
+        end, kernel_after = at_next_second(), proc_stat_busy()
+        time.sleep(0.3)   # the sample stamped at the end is in the spool
+        rows = {role: pull(port, begin + 1, end + 1) for role, port in ports.items()}
+        statuses = {role: monitor.status("127.0.0.1", port) for role, port in ports.items()}
+    finally:
+        stop(*started, busy)
+
+    kernel = {cpu: 100 * (kernel_after[cpu][0] - kernel_before[cpu][0]) / max(1, kernel_after[cpu][1] - kernel_before[cpu][1])
+              for cpu in (0, 1)}
+    mean = {role: sum(v := values(found, "cpu.total")) / len(v) for role, found in rows.items()}
+    assert statuses["client"]["cpus"] == [0] and statuses["esb"]["cpus"] == [1]
+    assert mean["client"] >= 90 and kernel[0] >= 90, (mean, kernel)
+    assert mean["esb"] <= mean["client"] - 30, (mean, kernel)
+    for role, cpu in (("client", 0), ("esb", 1)):
+        assert abs(mean[role] - kernel[cpu]) <= 10, (role, mean, kernel)
+        # Each core's own row is still the machine's per-core reading.
+        core = values(rows[role], "cpu.core", str(cpu))
+        assert abs(sum(core) / len(core) - mean[role]) <= 5, (role, core, mean)
+
+
 def send_over_loopback(port: int, size: int) -> None:
     """`size` bytes through a TCP connection on 127.0.0.1."""
     with socket.create_server(("127.0.0.1", port)) as server:

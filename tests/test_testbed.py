@@ -77,11 +77,13 @@ def test_emulated_testbed_names_and_commands():
     assert tb.emulated and tb.prefix == "esbp-" and tb.bridge.name == "esbp-br0"
     assert str(tb.bridge.interface) == "198.18.0.1/24"
     assert tb.netns("ws2") == "esbp-ws2"
-    assert tb.command("ws2", ["java", "-version"]) == ["ip", "netns", "exec", "esbp-ws2", "java", "-version"]
+    ws2_cores = topology.cpu_list(tb.hosts["ws2"].cpus)   # cpus: auto
+    assert tb.command("ws2", ["java", "-version"]) == ["ip", "netns", "exec", "esbp-ws2", "taskset", "-c", ws2_cores,
+                                                       "java", "-version"]
     assert all(h.link_mbit == 1000 for h in tb.hosts.values())
     assert tb.api_url == "http://198.18.0.10:6373"
     local = topology.load("local")
-    assert local.netns("ws1") is None and local.command("ws1", ["x"]) == ["x"]
+    assert local.netns("ws1") is None and local.command("ws1", ["x"]) == ["taskset", "-c", ws2_cores, "x"]
 
 
 def test_cpus_and_defaults(tmp_path):
@@ -96,6 +98,47 @@ def test_cpus_and_defaults(tmp_path):
     # The bottleneck rule's interface (analysis/bottleneck.py): named per host, else none (the busiest counts).
     named = topology.load(write(tmp_path / "i.yaml", emulated_data(esb={"interface": "br0"})))
     assert named.hosts["esb"].interface == "br0" and named.hosts["ws1"].interface is None
+
+
+@pytest.mark.parametrize("cores, client, esb, backends", [
+    (2, [0], [1], [1]),                                     # the client apart; the rest share the other core
+    (3, [0], [1], [2]),
+    (4, [0], [1, 2], [3]),
+    (16, list(range(6)), list(range(6, 12)), list(range(12, 16))),
+])
+def test_cpus_auto_gives_the_client_side_cores_apart(tmp_path, monkeypatch, cores, client, esb, backends):
+    monkeypatch.setattr(topology, "machine_cpus", lambda: list(range(cores)))
+    data = {**emulated_data(), "cpus": "auto"}
+    data["hosts"]["load2"] = {"address": "198.18.201.11"}
+    data["hosts"]["ws3"]["cpus"] = [cores - 1]              # a host's own list wins
+    tb = topology.load(write(tmp_path / "t.yaml", data))
+    assert tb.cpu_mode == "auto"
+    assert list(tb.hosts["client"].cpus) == client and list(tb.hosts["load2"].cpus) == client
+    assert list(tb.hosts["esb"].cpus) == esb
+    assert list(tb.hosts["ws1"].cpus) == list(tb.hosts["ws2"].cpus) == backends and tb.hosts["ws3"].cpus == (cores - 1,)
+    assert not set(client) & set(esb) and not set(client) & set(backends)
+    assert tb.cpu_split().startswith(f"cpus auto ({cores} CPUs): client, load2 {topology.cpu_list(client)}; ")
+    assert tb.command("esb", ["x"])[4:7] == ["taskset", "-c", topology.cpu_list(esb)]
+
+
+def test_cpus_shared_on_purpose_or_on_one_cpu_pins_nothing(tmp_path, monkeypatch):
+    shared = topology.load(write(tmp_path / "s.yaml", {**emulated_data(), "cpus": "shared"}))
+    assert all(h.cpus is None for h in shared.hosts.values())
+    assert shared.cpu_split() == "cpus shared: every host shares all of this machine's CPUs"
+    monkeypatch.setattr(topology, "machine_cpus", lambda: [0])
+    one = topology.load(write(tmp_path / "a.yaml", {**emulated_data(), "cpus": "auto"}))
+    assert all(h.cpus is None for h in one.hosts.values())
+    assert one.cpu_split() == "cpus auto: every host shares all of this machine's CPUs (1 CPU: nothing to split)"
+
+
+def test_cpus_auto_is_for_one_machine(tmp_path):
+    lan = yaml.safe_load((ROOT / "console-config" / "testbeds" / "lan-example.yaml").read_text())
+    with pytest.raises(EsbperfError, match=r"cpus: auto is for a testbed on one machine"):
+        topology.load(write(tmp_path / "lan.yaml", {**lan, "cpus": "auto"}))
+    with pytest.raises(EsbperfError, match=r"cpus must be one of auto, shared"):
+        topology.load(write(tmp_path / "bad.yaml", {**emulated_data(), "cpus": [0, 1]}))
+    assert topology.load("lan-example").cpu_split() == "cpus: each host is a machine of its own (nothing pinned)"
+    assert topology.parse_cpu_list("0-2,5") == [0, 1, 2, 5] and topology.cpu_list([5, 0, 1, 2]) == "0-2,5"
 
 
 def _set(data: dict, dotted: str, value) -> None:

@@ -58,6 +58,7 @@ def run_demo(testbed_name: str | Path, esb: str, out: Path, console: Console,
     demo_dir.mkdir(parents=True, exist_ok=False)
     workdir = state_dir() / demo_dir.name
     brought_up = []
+    console.print(f"testbed {testbed.name}: {testbed.cpu_split()}")
     if testbed.emulated:
         if os.geteuid() != 0:
             raise EsbperfError("the emulated testbed needs root (network namespaces); run as root or use --testbed local")

@@ -5,6 +5,7 @@ with the esbperf process that started it, however that ends (see `_die_with_pare
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import ctypes
 import errno
 import ipaddress
@@ -20,7 +21,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from esbperf.core.errors import EsbperfError
 
@@ -415,6 +416,22 @@ class ProcessGroup:
 
     def __exit__(self, *exc) -> None:
         self.stop_all()
+
+
+@contextlib.contextmanager
+def on_cores(cpus: Sequence[int] | None) -> Iterator[None]:
+    """This process on `cpus` for the block, then back where it was (None: unchanged). The runner
+    is the client host's program: on one machine it keeps to the client's cores as its console,
+    agents and workers do."""
+    if not cpus:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, cpus)
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
 
 
 def raise_on_sigterm() -> None:

@@ -5,7 +5,9 @@ written; everything that needs one asks this module. docs/testbed.md describes e
 Errors name the file and the field, on one line."""
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +24,12 @@ TESTBEDS = CONSOLE_CONFIG / "testbeds"
 ROLES, BACKENDS = roles.FIXED, roles.BACKENDS   # every testbed has these five roles
 HOST_FIELDS = ("address", "link_mbit", "monitor_port", "echo_port", "esb_ports", "cpus", "ssh", "dir", "interface")
 LOAD_HOST_FIELDS = ("address", "link_mbit", "monitor_port", "cpus", "ssh", "dir", "interface")
-TOP_FIELDS = ("name", "emulated", "prefix", "bridge", "sysctl", "console", "ssh_config", "hosts", "targets")
+TOP_FIELDS = ("name", "emulated", "prefix", "bridge", "sysctl", "console", "ssh_config", "cpus", "hosts", "targets")
+# The top-level `cpus:` of a one-machine testbed: `auto` gives the client side cores apart from the
+# esb and back-end hosts (auto_split); `shared` (or no `cpus:`) pins nothing. A host's own list wins.
+CPU_MODES = ("auto", "shared")
+ONLINE_CPUS = Path("/sys/devices/system/cpu/online")
+CGROUP_CPUS = Path("/sys/fs/cgroup/cpuset.cpus.effective")
 # An ssh destination (`user@host` or an alias of the user's ssh config) and an install folder:
 # plain names only, so they pass unquoted through ssh and rsync (`DEST:DIR`).
 SSH_DEST_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*@[A-Za-z0-9_][A-Za-z0-9._-]*$|^[A-Za-z0-9_][A-Za-z0-9._-]*$")
@@ -115,6 +122,7 @@ class Testbed:
     bridge: Bridge | None = None       # emulated testbeds only
     sysctl: dict[str, str] = field(default_factory=dict)   # OS tuning every host should have
     ssh_config: Path | None = None     # passed to ssh as -F (None: the user's own ~/.ssh/config)
+    cpu_mode: str = "shared"           # the file's top-level `cpus:` (CPU_MODES); hosts' own lists win
 
     @property
     def client(self) -> Host:
@@ -149,7 +157,7 @@ class Testbed:
         namespace and on its CPUs when the testbed is emulated; unchanged otherwise."""
         host = self.hosts[role]
         if host.cpus:
-            argv = ["taskset", "-c", ",".join(map(str, host.cpus)), *argv]
+            argv = ["taskset", "-c", cpu_list(host.cpus), *argv]
         ns = self.netns(role)
         if ns:
             argv = ["ip", "netns", "exec", ns, *argv]
@@ -160,6 +168,99 @@ class Testbed:
             return self.targets[name]
         except KeyError:
             raise EsbperfError(f"unknown target '{name}' in {self.path} (known: {', '.join(self.targets)})") from None
+
+    def cpu_split(self) -> str:
+        """Which cores each host has, in one line: `cpus auto (2 CPUs): client 0; esb, ws1, ws2, ws3 1`."""
+        groups: dict[tuple[int, ...] | None, list[str]] = {}
+        for role, host in self.hosts.items():
+            groups.setdefault(host.cpus, []).append(role)
+        if not one_machine(self.hosts, self.emulated) and list(groups) == [None]:
+            return "cpus: each host is a machine of its own (nothing pinned)"
+        if list(groups) == [None]:
+            why = " (1 CPU: nothing to split)" if self.cpu_mode == "auto" else ""
+            return f"cpus {self.cpu_mode}: every host shares all of this machine's CPUs{why}"
+        where = "; ".join(f"{', '.join(members)} {cpu_list(cpus) if cpus else 'any'}" for cpus, members in groups.items())
+        mode = f"auto ({len(machine_cpus())} CPUs)" if self.cpu_mode == "auto" else "as listed"
+        return f"cpus {mode}: {where}"
+
+
+def cpu_list(cpus) -> str:
+    """(0, 1, 2, 5) -> "0-2,5", as taskset and /sys write CPU lists."""
+    cpus, parts = sorted(cpus), []
+    for cpu in cpus:
+        if parts and parts[-1][1] == cpu - 1:
+            parts[-1][1] = cpu
+        else:
+            parts.append([cpu, cpu])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in parts)
+
+
+def parse_cpu_list(text: str) -> list[int]:
+    """"0-2,5" -> [0, 1, 2, 5] (the kernel's CPU list format)."""
+    cpus: list[int] = []
+    for part in filter(None, text.strip().split(",")):
+        low, _, high = part.partition("-")
+        cpus += range(int(low), int(high or low) + 1)
+    return cpus
+
+
+def machine_cpus() -> list[int]:
+    """The CPUs this machine gives its processes: the online ones (within the cgroup's cpuset when
+    there is one). Not this process's affinity: a service started under `taskset` loads the testbed
+    file too, and must compute the same split as the launcher that pinned it."""
+    for source in (CGROUP_CPUS, ONLINE_CPUS):
+        try:
+            cpus = parse_cpu_list(source.read_text())
+        except (OSError, ValueError):
+            continue
+        if cpus:
+            return cpus
+    return list(range(os.cpu_count() or 1))
+
+
+def auto_split(cpus: list[int], host_roles: list[str]) -> dict[str, tuple[int, ...]]:
+    """Cores per host when a one-machine testbed says `cpus: auto`, as a five-machine lab would
+    have them, by priority: the client side (client and load hosts) apart from what it loads, then
+    the ESB apart from the back ends; the three echoes are cheap and share one block.
+      1 CPU: nothing pinned (returns {}); 2: client side 0, esb and back ends 1;
+      3: client side 0, esb 1, back ends 2;
+      n >= 4: back ends the last n//4, the client side and the esb halve the rest (the esb takes
+      the odd one): 4 -> 1/2/1, 8 -> 3/3/2, 16 -> 6/6/4."""
+    cpus = sorted(cpus)
+    n = len(cpus)
+    if n < 2:
+        return {}
+    if n == 2:
+        client, esb, backends = cpus[:1], cpus[1:], cpus[1:]
+    elif n == 3:
+        client, esb, backends = cpus[:1], cpus[1:2], cpus[2:]
+    else:
+        b = n // 4
+        c = (n - b) // 2
+        client, esb, backends = cpus[:c], cpus[c:n - b], cpus[n - b:]
+    side = {roles.CLIENT: client, roles.ESB: esb, **{ws: backends for ws in BACKENDS}}
+    return {role: tuple(side.get(role, client)) for role in host_roles}   # load hosts: the client side
+
+
+def one_machine(hosts: dict[str, Host], emulated: bool) -> bool:
+    """Whether every host of the testbed is this one machine (emulated, or every address loopback)."""
+    return emulated or all(ipaddress.ip_address(h.address).is_loopback for h in hosts.values())
+
+
+def _cpu_mode(path: Path, data: dict, hosts: dict[str, Host], emulated: bool) -> tuple[str, dict[str, Host]]:
+    """The file's `cpus:` and the hosts with their cores: `auto` fills every host without a list."""
+    mode = data.get("cpus", "shared")
+    if mode not in CPU_MODES:
+        raise EsbperfError(f"{path}: cpus must be one of {', '.join(CPU_MODES)} (each host may list its own), "
+                           f"got {mode!r}")
+    if mode != "auto":
+        return mode, hosts
+    if not one_machine(hosts, emulated):
+        raise EsbperfError(f"{path}: cpus: auto is for a testbed on one machine (emulated, or every host on "
+                           "loopback); on a LAN each host has its own cores: remove it, or list a host's cpus")
+    split = auto_split(machine_cpus(), list(hosts))
+    return mode, {role: h if h.cpus or role not in split else dataclasses.replace(h, cpus=split[role])
+                  for role, h in hosts.items()}
 
 
 def resolve(name_or_path: str | Path | None, default: str = "local") -> Path:
@@ -410,6 +511,7 @@ def load(name_or_path: str | Path | None = None, default: str = "local") -> Test
     console_port = _port(path, "console.port", console.get("port", 6372))
     api_port = _port(path, "console.api_port", console.get("api_port", 6373))
     sysctl = _sysctl(path, data, emulated)
+    cpu_mode, hosts = _cpu_mode(path, data, hosts, emulated)
 
     prefix = _prefix(path, data)
     bridge = None
@@ -434,6 +536,7 @@ def load(name_or_path: str | Path | None = None, default: str = "local") -> Test
         extra={k: v for k, v in data.items() if k in ("prefix", "bridge", "sysctl")},
         prefix=prefix, bridge=bridge, sysctl=sysctl,
         ssh_config=(path.parent / Path(ssh_config).expanduser()).resolve() if ssh_config else None,
+        cpu_mode=cpu_mode,
     )
     testbed.targets = _targets(path, data, testbed)
     return testbed

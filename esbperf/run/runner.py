@@ -44,7 +44,8 @@ def _record(plan: plans.Plan, targets: dict[str, topology.Target], testbed: topo
         "plan": plan.to_dict(),
         "targets": [{"name": t.name, "kind": t.kind, "esb": t.esb, "url": t.url, "backends": t.backends}
                     for t in targets.values()],
-        "testbed": {"name": testbed.name, "file": str(testbed.path), "emulated": testbed.emulated},
+        "testbed": {"name": testbed.name, "file": str(testbed.path), "emulated": testbed.emulated,
+                    "cpus": testbed.cpu_mode, "cpu_split": testbed.cpu_split()},
         "hosts": {role: {"address": h.address, "link_mbit": h.link_mbit, "cpus": list(h.cpus or []),
                          "interface": h.interface}   # the bottleneck rule's interface (esbperf/analysis/bottleneck.py)
                   for role, h in testbed.hosts.items()},
@@ -142,6 +143,11 @@ def _check_restart(plan: plans.Plan, targets: dict[str, topology.Target],
                            "ESB started by esbperf's launcher (`esbperf demo`, or `esbperf testbed start`); none started it")
 
 
+def _runner_cores(testbed: topology.Testbed) -> tuple[int, ...] | None:
+    """The runner runs on the client host: on its cores when the testbed pins it on this machine."""
+    return None if testbed.client.ssh else testbed.client.cpus
+
+
 def _token_file(testbed: topology.Testbed, given: Path | None) -> Path | None:
     """The console's token file: given, else $ESBPERF_CONSOLE_TOKEN decides, else the one the
     launcher (`esbperf testbed start`) left, if it did."""
@@ -223,7 +229,7 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
                        collect.LocalAgents([state_dir(), *local_state_dirs, *hosts.local_agent_states(testbed)]),
                        _token_file(testbed, token_file), verify and not script, max_skew_ms,
                        restart_esb or hosts.esb_restarter(testbed, plan.restart), console or Console())
-    with session.console_held() as console_lock:
+    with session.console_held() as console_lock, procs.on_cores(_runner_cores(testbed)):
         agents, monitored, skews = session.preflight()
         run_dir = layout.new_run_dir(out.resolve(), f"{plan.name}-{'+'.join(names)}-{time.strftime('%Y%m%d-%H%M%S')}")
         console_lock.note(f"run folder {run_dir}")
@@ -273,7 +279,7 @@ def resume(run_dir: Path, verify: bool = True, console: Console | None = None,
                                             *hosts.local_agent_states(testbed)]),
                        _token_file(testbed, token_file), verify, max_skew_ms,
                        restart_esb or hosts.esb_restarter(testbed, plan.restart), console or Console())
-    with session.console_held() as console_lock, locks.run_dir_held(run_dir):
+    with session.console_held() as console_lock, locks.run_dir_held(run_dir), procs.on_cores(_runner_cores(testbed)):
         console_lock.note(f"run folder {run_dir}")
         agents, monitored, skews = session.preflight()
         steps = plan.steps(list(session.targets))

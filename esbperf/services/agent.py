@@ -18,6 +18,8 @@ from esbperf.core.errors import EsbperfError
 from esbperf.core.project import GRINDER_HOME, HTTP_CLIENT, ensure_built
 from esbperf.core.topology import testbed_option
 
+# The main class of the worker JVMs an agent starts: the client's monitor watches them by it.
+WORKER_MAIN = "net.grinder.engine.process.WorkerProcessEntryPoint"
 
 def _accepts(java: str, option: str) -> bool:
     return subprocess.run([java, option, "-version"], capture_output=True).returncode == 0

@@ -50,7 +50,8 @@ def monitor_process(role: str, host: str, port: int, pids: Sequence[int] = (), m
     whose command line contains one of `matches`. With `testbed`, it runs on that role's host
     (inside its network namespace when the testbed is emulated). `workdir` is its state folder:
     its log and its spool (`workdir/spool`, kept across restarts); the spool's bounds default to
-    the monitor's own (64 MiB, 24 h)."""
+    the monitor's own (64 MiB, 24 h). A host the testbed pins to some cores (`cpus`) has the CPU
+    of those cores as its own (`--cpus`)."""
     roles.check(role)
     if sampler not in SAMPLERS:
         raise EsbperfError(f"unknown sampler '{sampler}' (samplers: {', '.join(SAMPLERS)})")
@@ -67,6 +68,9 @@ def monitor_process(role: str, host: str, port: int, pids: Sequence[int] = (), m
         argv += ["--spool-max-bytes", str(spool_max_bytes)]
     if spool_max_age_s is not None:
         argv += ["--spool-max-age-s", str(spool_max_age_s)]
+    cpus = testbed.hosts[role].cpus if testbed is not None and role in testbed.hosts else None
+    if cpus:
+        argv += ["--cpus", topology.cpu_list(cpus)]
     for pid in pids:
         argv += ["--pid", str(pid)]
     for match in matches:

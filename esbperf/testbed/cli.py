@@ -36,6 +36,7 @@ def up_command(testbed_name: str) -> None:
     if not done:
         click.echo("testbed: already up and matching the file; nothing changed")
     _print_status(status(tb))
+    click.echo(f"testbed: {tb.cpu_split()}")
 
 
 @testbed.command("down")
@@ -92,6 +93,7 @@ def start_command(testbed_name: str, esb: str | None) -> None:
     """Start every host's services in the background (over ssh where a host has `ssh:`), each
     checked ready; on any failure what was started is stopped again."""
     tb = topology.load(testbed_name)
+    click.echo(f"testbed: {tb.cpu_split()}")
     started = hosts.start(tb, esb, echo=lambda line: click.echo(f"started {line}"))
     click.echo(f"testbed start: {len(started)} service(s) running; `esbperf testbed stop --testbed {testbed_name}` "
                "stops them")
@@ -130,7 +132,7 @@ def _print_status(report: dict[str, Any]) -> None:
                      f"{h['netns']} {_mark(h['netns_exists'])}", f"{h['link']} {_mark(h['link_exists'])}",
                      _rate(h["link_mbit"]),
                      f"{_rate(shaped['from_host'])}/{_rate(shaped['to_host'])}" + ("" if h["shaped_ok"] else " (differs)"),
-                     ",".join(map(str, h["cpus"])) if h["cpus"] else "any", str(len(h["pids"]))))
+                     topology.cpu_list(h["cpus"]) if h["cpus"] else "any", str(len(h["pids"]))))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         click.echo("  " + "  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())

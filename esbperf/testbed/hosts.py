@@ -28,6 +28,7 @@ from esbperf.core.errors import EsbperfError
 from esbperf.core.roles import BACKENDS
 from esbperf.core.topology import Testbed
 from esbperf.services import console
+from esbperf.services.agent import WORKER_MAIN
 from esbperf.services.echo import MAIN_CLASS as ECHO_MAIN
 from esbperf.services.esb import ENGINES, FLOORS
 from esbperf.testbed import ssh as sshmod
@@ -72,7 +73,7 @@ def plan(testbed: Testbed, esb: str | None, testbed_arg: Callable[[str], str], w
     (with `floors`: then each floor with a port in the testbed), the client (console first, then
     its agent), the load hosts; each host's monitor after its services (watch: the monitor also
     samples the host's service processes: on the esb host, those of every engine it has a port
-    for). `testbed_arg(role)`: the --testbed argument as that host sees the file."""
+    for; on the client and load hosts, the agents' worker JVMs). `testbed_arg(role)`: the --testbed argument as that host sees the file."""
     esbs = engines_on_esb_host(testbed, esb, floors)
     services = []
     for role in [*BACKENDS, "esb", "client", *(r for r in testbed.load_roles if r != "client")]:
@@ -94,7 +95,8 @@ def plan(testbed: Testbed, esb: str | None, testbed_arg: Callable[[str], str], w
             # every engine with a port there, also one started by hand later (an engine the registry
             # does not know, a team's own ESB, is not watched).
             matches = [ENGINES[name].match for name in host.esb_ports if name in ENGINES] if role == "esb" else \
-                [f"{ECHO_MAIN} --id {role}"] if role in BACKENDS else []
+                [f"{ECHO_MAIN} --id {role}"] if role in BACKENDS else \
+                [WORKER_MAIN] if role in testbed.load_roles else []
             if watch:
                 for text in matches:
                     argv += ["--match", text]

@@ -38,6 +38,14 @@ public final class Monitor {
 
   private static void run(Options options) throws Options.UsageError {
     final Probe probe = openProbe(options);
+    if (!options.cpus().isEmpty()) {
+      final int cores = probe.cores();
+      final int beyond = options.cpus().get(options.cpus().size() - 1);
+      if (beyond >= cores) {
+        throw new Options.UsageError("--cpus: CPU " + beyond + " is not on this machine (CPUs 0-" + (cores - 1) + ")");
+      }
+      probe.useCores(options.cpus());
+    }
     for (long pid : options.pids()) {
       if (!probe.exists(pid)) {
         throw new Options.UsageError("--pid " + pid + ": no such process");
@@ -63,7 +71,7 @@ public final class Monitor {
     System.setProperty("sun.net.httpserver.nodelay", "true");
     try {
       server = new SampleServer(options.listen(), spool, probe.name(), options.role(), probe.selfPid(),
-          processes.labels());
+          processes.labels(), options.cpus());
     }
     catch (BindException e) {
       fail("cannot listen on " + hostPort(options) + ": " + e.getMessage());
@@ -115,7 +123,8 @@ public final class Monitor {
 
     System.out.println("monitor: " + options.role() + " listening on http://" + hostPort(options)
         + "/samples?from=MS&to=MS" + (processes.watchesAnything() ? "; watching " + processes.labels() : "")
-        + "; sampler " + probe.name() + "; spool " + spool.dir().toAbsolutePath());
+        + "; sampler " + probe.name() + (options.cpus().isEmpty() ? "" : "; CPU of cores " + options.cpus())
+        + "; spool " + spool.dir().toAbsolutePath());
   }
 
   /**

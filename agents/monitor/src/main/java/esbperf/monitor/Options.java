@@ -13,10 +13,10 @@ import java.util.List;
  * sampler is "sigar" (the default, falling back to OSHI when it cannot load) or "oshi".
  */
 record Options(String role, InetSocketAddress listen, List<Long> pids, List<String> matches, String sampler,
-               Path state, long spoolMaxBytes, long spoolMaxAgeMs) {
+               Path state, long spoolMaxBytes, long spoolMaxAgeMs, List<Integer> cpus) {
 
   static final String USAGE = "usage: monitor --listen HOST:PORT [--role NAME] [--pid PID]... [--match TEXT]... "
-      + "[--sampler sigar|oshi] [--state DIR] [--spool-max-bytes N] [--spool-max-age-s N]";
+      + "[--sampler sigar|oshi] [--state DIR] [--spool-max-bytes N] [--spool-max-age-s N] [--cpus LIST]";
 
   static final class UsageError extends Exception {
     UsageError(String message) {
@@ -33,6 +33,7 @@ record Options(String role, InetSocketAddress listen, List<Long> pids, List<Stri
     Path state = Path.of("");   // the working directory
     long spoolMaxBytes = Spool.DEFAULT_MAX_BYTES;
     long spoolMaxAgeMs = Spool.DEFAULT_MAX_AGE_MS;
+    List<Integer> cpus = List.of();   // empty: the whole machine
     for (int i = 0; i < args.length; i++) {
       final String name = args[i];
       if (i + 1 >= args.length) {
@@ -63,6 +64,7 @@ record Options(String role, InetSocketAddress listen, List<Long> pids, List<Stri
         }
         case "--spool-max-bytes" -> spoolMaxBytes = atLeast(name, value, Spool.MIN_MAX_BYTES);
         case "--spool-max-age-s" -> spoolMaxAgeMs = 1000 * atLeast(name, value, 1);
+        case "--cpus" -> cpus = cpuList(value);
         default -> throw new UsageError("unknown option " + name + "; " + USAGE);
       }
     }
@@ -70,7 +72,29 @@ record Options(String role, InetSocketAddress listen, List<Long> pids, List<Stri
       throw new UsageError("--listen HOST:PORT is required; " + USAGE);
     }
     return new Options(role, listen, List.copyOf(pids), List.copyOf(matches), sampler, state, spoolMaxBytes,
-        spoolMaxAgeMs);
+        spoolMaxAgeMs, cpus);
+  }
+
+  /** "0-2,5" (the kernel's and taskset's CPU list) -> [0, 1, 2, 5], sorted, each once. */
+  static List<Integer> cpuList(String value) throws UsageError {
+    final java.util.TreeSet<Integer> cpus = new java.util.TreeSet<>();
+    for (String part : value.split(",", -1)) {
+      final String[] bounds = part.split("-", -1);
+      try {
+        final int low = Integer.parseInt(bounds[0]);
+        final int high = bounds.length == 2 ? Integer.parseInt(bounds[1]) : low;
+        if (bounds.length > 2 || low < 0 || high < low || high > 4095) {
+          throw new NumberFormatException();
+        }
+        for (int cpu = low; cpu <= high; cpu++) {
+          cpus.add(cpu);
+        }
+      }
+      catch (NumberFormatException e) {
+        throw new UsageError("--cpus must be a CPU list like 0-2,5, got '" + value + "'");
+      }
+    }
+    return List.copyOf(cpus);
   }
 
   Path spool() {

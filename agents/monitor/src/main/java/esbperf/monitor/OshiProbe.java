@@ -33,6 +33,7 @@ final class OshiProbe implements Probe {
   private final boolean procNetDev = Files.isReadable(PROC_NET_DEV);
   private long[] previousTotal;
   private long[][] previousCores;
+  private int[] hostCores = new int[0];   // empty: the whole machine
 
   OshiProbe() {
     final SystemInfo system = new SystemInfo();
@@ -56,7 +57,8 @@ final class OshiProbe implements Probe {
     try {
       final long[] total = cpu.getSystemCpuLoadTicks();
       final long[][] cores = cpu.getProcessorCpuLoadTicks();
-      final Split all = Split.between(previousTotal, total);
+      final Split all = hostCores.length == 0 ? Split.between(previousTotal, total)
+          : Split.between(sum(previousCores), sum(cores));
       out.add("cpu.user", "", all.user);
       out.add("cpu.sys", "", all.sys);
       out.add("cpu.idle", "", all.idle);
@@ -87,6 +89,27 @@ final class OshiProbe implements Probe {
     catch (IOException | RuntimeException e) {
       throw new ReadingFailed(e.toString(), e);
     }
+  }
+
+  @Override
+  public int cores() {
+    return cpu.getLogicalProcessorCount();
+  }
+
+  @Override
+  public void useCores(List<Integer> cores) {
+    hostCores = cores.stream().mapToInt(Integer::intValue).toArray();
+  }
+
+  /** The host's cores' tick counters added up, type by type. */
+  private long[] sum(long[][] cores) {
+    final long[] total = new long[TickType.values().length];
+    for (int core : hostCores) {
+      for (int type = 0; type < total.length && core < cores.length; type++) {
+        total[type] += cores[core][type];
+      }
+    }
+    return total;
   }
 
   /** CPU time shares since the previous reading, in percent, split as sigar's are: user with

@@ -22,8 +22,17 @@ interface Probe extends AutoCloseable {
   String name();
 
   /** The whole host's readings: cpu.*, mem.*, net.* (see docs/monitoring.md). CPU percentages
-   * cover the time since the previous call (the first call happens when the probe is made). */
+   * cover the time since the previous call (the first call happens when the probe is made);
+   * cpu.user, sys, idle and total are those of the host's cores ({@link #useCores}), cpu.core
+   * each core's of the machine. */
   void sampleHost(Tick.Builder out) throws ReadingFailed;
+
+  /** How many cores the machine has (cpu.core's subjects are 0 .. n-1). */
+  int cores();
+
+  /** The host's cores, when it is pinned to some of the machine's (a one-machine testbed gives
+   * each host cores of its own): cpu.total and its parts cover those alone. Empty: all. */
+  void useCores(java.util.List<Integer> cores);
 
   long selfPid();
 

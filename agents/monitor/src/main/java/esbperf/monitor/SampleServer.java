@@ -33,13 +33,14 @@ final class SampleServer {
   private final String sampler;
   private final String statusPrefix;
 
-  SampleServer(InetSocketAddress listen, Spool spool, String sampler, String role, long pid, List<String> watching)
-      throws IOException {
+  SampleServer(InetSocketAddress listen, Spool spool, String sampler, String role, long pid, List<String> watching,
+      List<Integer> cpus) throws IOException {
     this.spool = spool;
     this.sampler = sampler;
     this.statusPrefix = "{\"role\":" + json(role) + ",\"pid\":" + pid + ",\"interval_ms\":" + Monitor.INTERVAL_MS
         + ",\"sampler\":" + json(sampler)
-        + ",\"watching\":[" + watching.stream().map(SampleServer::json).collect(Collectors.joining(",")) + "]";
+        + ",\"watching\":[" + watching.stream().map(SampleServer::json).collect(Collectors.joining(",")) + "]"
+        + ",\"cpus\":[" + cpus.stream().map(String::valueOf).collect(Collectors.joining(",")) + "]";
     server = HttpServer.create(listen, 16);
     executor = Executors.newSingleThreadExecutor(r -> {
       final Thread t = new Thread(r, "monitor-http");

@@ -25,6 +25,7 @@ import org.hyperic.sigar.SigarLoader;
 final class SigarProbe implements Probe {
 
   private final Sigar sigar;
+  private int[] hostCores = new int[0];   // empty: the whole machine
 
   /** Throws LinkageError when the native library cannot load, SigarException when it loads but
    * cannot read this host. */
@@ -106,16 +107,40 @@ final class SigarProbe implements Probe {
     }
   }
 
+  @Override
+  public int cores() {
+    try {
+      return sigar.getCpuPercList().length;
+    }
+    catch (SigarException e) {
+      return 0;
+    }
+  }
+
+  @Override
+  public void useCores(java.util.List<Integer> cores) {
+    hostCores = cores.stream().mapToInt(Integer::intValue).toArray();
+  }
+
   private void sample(Tick.Builder out) throws SigarException {
-    final CpuPerc cpu = sigar.getCpuPerc();
+    // Both calls share sigar's previous reading per list, so each covers the time since the last tick.
+    final CpuPerc machine = sigar.getCpuPerc();
+    final CpuPerc[] cores = sigar.getCpuPercList();
     // iowait is time a core had nothing to run, so it counts as idle; steal is left out of
-    // user and sys but, not being idle, is in the total.
-    final double idle = Probe.percent(cpu.getIdle() + cpu.getWait());
-    out.add("cpu.user", "", Probe.percent(cpu.getUser() + cpu.getNice()));
-    out.add("cpu.sys", "", Probe.percent(cpu.getSys() + cpu.getIrq() + cpu.getSoftIrq()));
+    // user and sys but, not being idle, is in the total. A pinned host: the mean of its cores.
+    double user = 0;
+    double sys = 0;
+    double idle = 0;
+    final CpuPerc[] counted = hostCores.length == 0 ? new CpuPerc[] {machine} : pick(cores);
+    for (CpuPerc cpu : counted) {
+      user += Probe.percent(cpu.getUser() + cpu.getNice()) / counted.length;
+      sys += Probe.percent(cpu.getSys() + cpu.getIrq() + cpu.getSoftIrq()) / counted.length;
+      idle += Probe.percent(cpu.getIdle() + cpu.getWait()) / counted.length;
+    }
+    out.add("cpu.user", "", user);
+    out.add("cpu.sys", "", sys);
     out.add("cpu.idle", "", idle);
     out.add("cpu.total", "", 100.0 - idle);
-    final CpuPerc[] cores = sigar.getCpuPercList();
     for (int i = 0; i < cores.length; i++) {
       out.add("cpu.core", Integer.toString(i), 100.0 - Probe.percent(cores[i].getIdle() + cores[i].getWait()));
     }
@@ -137,6 +162,14 @@ final class SigarProbe implements Probe {
       out.add("net.rx_packets", name, net.getRxPackets());
       out.add("net.tx_packets", name, net.getTxPackets());
     }
+  }
+
+  private CpuPerc[] pick(CpuPerc[] cores) {
+    final CpuPerc[] chosen = new CpuPerc[hostCores.length];
+    for (int i = 0; i < hostCores.length; i++) {
+      chosen[i] = cores[hostCores[i]];   // checked against cores() at start
+    }
+    return chosen;
   }
 
   /** Interface names without aliases (eth0:1 shares eth0's counters). */

@@ -37,6 +37,15 @@ class OptionsTest {
   }
 
   @Test
+  void readsACpuList() throws Exception {
+    assertEquals(List.of(), Options.parse(new String[] {"--listen", "127.0.0.1:1"}).cpus());
+    assertEquals(List.of(0, 1, 2, 5), Options.parse(new String[] {"--listen", "127.0.0.1:1", "--cpus", "5,0-2,1"}).cpus());
+    assertMessage("CPU list like 0-2,5", "--listen", "127.0.0.1:1", "--cpus", "2-1");
+    assertMessage("CPU list like 0-2,5", "--listen", "127.0.0.1:1", "--cpus", "a");
+    assertMessage("CPU list like 0-2,5", "--listen", "127.0.0.1:1", "--cpus", "1,,2");
+  }
+
+  @Test
   void acceptsIpv6Loopback() throws Exception {
     assertTrue(Options.parse(new String[] {"--listen", "[::1]:17092"}).listen().getAddress().isLoopbackAddress());
   }

@@ -22,6 +22,13 @@ class ProcessWatcherTest {
     public void sampleHost(Tick.Builder out) {
     }
 
+    public int cores() {
+      return 1;
+    }
+
+    public void useCores(List<Integer> cores) {
+    }
+
     public long selfPid() {
       return 1;
     }
