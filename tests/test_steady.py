@@ -1,0 +1,234 @@
+"""esbperf/core/steady.py on synthetic series, each drawn from a seeded generator: when the warm-up
+test opens the window (a step change, a slow ramp, noise only, a series that never settles), what
+the drift test names in a measured window (a slowdown after warm-up, a trend, an outlier), whether
+gaps are exponential (and how often true exponential gaps are refused), and how many transactions
+a percentile needs. Rates over many seeds are measured here, with bounds a few standard errors
+above what the rules are set for."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from esbperf.core import steady
+from esbperf.core.steady import STEADY_INTERVALS
+
+LEVEL_TPS = 2000.0       # 1 user, 1 KB: ~2000 a second with a few % noise
+NOISE = 0.03
+MEAN_NOISE = 0.02
+
+
+def observed(shape, seed: int, n: int = 200, poisson_level: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per-second TPS and mean response time (ms) of a closed-model step whose speed follows
+    `shape(t)` (1 = steady): the mean response time is its inverse. With `poisson_level` the
+    TPS are Poisson counts of that level (a 1 MB step: ~20 a second)."""
+    rng = np.random.default_rng(seed)
+    speed = shape(np.arange(n, dtype=float))
+    if poisson_level is None:
+        tps = LEVEL_TPS * speed * (1 + rng.normal(0, NOISE, n))
+    else:
+        tps = rng.poisson(poisson_level * speed).astype(float)
+    return tps, 1.0 / speed * (1 + rng.normal(0, MEAN_NOISE, n))
+
+
+def opening(tps: np.ndarray, mean: np.ndarray, max_s: int = 60, horizon_s: float = 60) -> int | None:
+    """The second at which a runner asking steady() once a second opens the window; None when
+    it never does by max_s (the step would be measured at warmup_max_s, "no steady state")."""
+    for t in range(1, max_s + 1):
+        if steady.steady(tps[:t], mean[:t], horizon_s=horizon_s).steady:
+            return t
+    return None
+
+
+def flat(t):
+    return np.ones_like(t)
+
+
+# --- the warm-up test ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("poisson_level", [None, 20.0], ids=["2000-per-s", "20-per-s-poisson"])
+def test_noise_only_opens_after_the_steady_intervals_and_never_waits_long(poisson_level):
+    opened = [opening(*observed(flat, seed, poisson_level=poisson_level)) for seed in range(60)]
+    assert all(t is not None and t <= STEADY_INTERVALS + 15 for t in opened), opened
+    # The earliest look that can pass is the STEADY_INTERVALS-th plus one (two looks must agree);
+    # a chance trend, projected over the minute to come, holds some a few seconds longer.
+    assert min(opened) == STEADY_INTERVALS + 1
+    assert sum(t == STEADY_INTERVALS + 1 for t in opened) >= 0.7 * len(opened), opened
+
+
+def test_a_step_change_opens_the_steady_intervals_after_the_step():
+    step_at = 8
+    opened = [opening(*observed(lambda t: np.where(t < step_at, 0.5, 1.0), seed)) for seed in range(40)]
+    assert all(t is not None and t >= step_at + STEADY_INTERVALS for t in opened), opened
+    assert np.median(opened) == step_at + STEADY_INTERVALS + 1
+
+
+def test_a_slow_warm_up_opens_once_what_is_left_of_it_is_small():
+    """Speed rising as 1 − 0.4 e^(−t/15) (a JIT warm-up of ~45 s): the window opens no sooner than
+    20 s, and what is left of the rise then is small against the level measured after it."""
+    shape = (lambda t: 1 - 0.4 * np.exp(-t / 15))
+    left, opened = [], []
+    for seed in range(40):
+        t = opening(*observed(shape, seed))
+        opened.append(t)
+        if t is not None:
+            measured = shape(np.arange(t, t + 60, dtype=float))
+            left.append(1 - shape(np.float64(t)) / measured.mean())
+    assert all(t is None or t >= 20 for t in opened), opened
+    assert np.median(left) < steady.MIN_MOVE_SHARE and max(left) < 2 * steady.MIN_MOVE_SHARE, left
+
+
+def test_a_ramp_that_goes_on_is_waited_for_or_named_in_the_window():
+    """Speed rising 0.5 % a second without end: within 10 s that hides in 3 % noise, so the
+    warm-up may open; then the measured minute is named as a rising trend."""
+    for seed in range(30):
+        tps, mean = observed(lambda t: 0.7 + 0.005 * t, seed)
+        t = opening(tps, mean)
+        if t is None:
+            continue
+        found = steady.drift(tps[t:t + 60], mean[t:t + 60])
+        assert any(m.series == "throughput" and m.share > 0 for m in found.moves), (seed, t, found.describe())
+
+
+def test_a_series_that_never_settles_keeps_the_window_shut():
+    """The level moves by 15 % every 8 s: never STEADY_INTERVALS without a change point."""
+    shape = (lambda t: 1 + 0.15 * ((t // 8) % 2))
+    for seed in range(20):
+        tps, mean = observed(shape, seed)
+        assert opening(tps, mean) is None, seed
+    answer = steady.steady(*observed(shape, 0, n=60))
+    assert not answer.steady and "ago" in answer.reason, answer
+
+
+def test_too_few_intervals_say_so():
+    answer = steady.steady([2000.0] * 4, [1.0] * 4)
+    assert not answer.steady and answer.reason == f"throughput: 4 of {STEADY_INTERVALS} intervals seen"
+
+
+# --- the drift test ----------------------------------------------------------------------------------
+
+def test_a_slowdown_after_the_warm_up_is_named_where_it_happened():
+    """Warm-up done (e^(−t/5)), then at 40 s the target slows by 20 %: the window opened before
+    that, and its drift names both series' change point there."""
+    shape = (lambda t: np.where(t < 40, 1 - 0.5 * np.exp(-t / 5), 0.8))
+    for seed in range(20):
+        tps, mean = observed(shape, seed)
+        t = opening(tps, mean)
+        assert t is not None and t < 40, (seed, t)
+        found = steady.drift(tps[t:t + 60], mean[t:t + 60])
+        named = {(m.series, m.kind): m for m in found.moves}
+        tput, rt = named[("throughput", "change point")], named[("mean response time", "change point")]
+        assert abs(tput.at - (40 - t)) <= 1 and abs(rt.at - (40 - t)) <= 1, found.describe()
+        assert tput.share < -0.1 and rt.share > 0.15, found.describe()
+
+
+def test_a_trend_is_named_as_a_trend_and_a_step_as_a_change_point():
+    tps, mean = observed(lambda t: 1 + 0.1 * t / 300, 1, n=300)
+    found = steady.drift(tps, mean)
+    assert {(m.series, m.kind) for m in found.moves} == {("throughput", "trend"), ("mean response time", "trend")}
+    [tput] = [m for m in found.moves if m.series == "throughput"]
+    assert tput.share == pytest.approx(0.1, abs=0.015), found.describe()
+    assert found.describe().startswith(f"throughput rose {tput.share:.0%} over the window (trend)"), found.describe()
+    tps, mean = observed(lambda t: np.where(t < 100, 1.0, 0.9), 2, n=300)
+    assert steady.drift(tps, mean).describe() == ("throughput fell 10% at 100 s (change point); "
+                                                 "mean response time rose 11% at 100 s (change point)")
+
+
+def test_a_one_second_stall_and_a_small_move_are_not_drift():
+    tps, mean = observed(flat, 3, n=60)
+    tps[30], mean[30] = 0.3 * tps[30], 3.0           # a GC pause: a third of the second's work
+    tps[40:] *= 0.98                                 # significant over 20 s, but 2 %
+    assert steady.drift(tps, mean).drifted is False
+
+
+@pytest.mark.parametrize("n, poisson_level", [(10, None), (60, None), (60, 20.0), (300, 90.0)])
+def test_drift_false_alarms_on_noise_only(n, poisson_level):
+    seeds = 400
+    named = sum(bool(steady.drift(*observed(flat, seed, n=n, poisson_level=poisson_level)).moves)
+                for seed in range(seeds))
+    # Set for under 1 % of steps (both series); measured 0.2–0.7 % at 10–60 intervals, 0 at 300.
+    assert named / seeds <= 0.02, named
+
+
+def test_a_window_of_few_intervals_is_not_judged():
+    found = steady.drift([2000.0] * 6, [1.0] * 6)
+    assert found.drifted is None and found.describe() == "not judged: 6 interval(s), fewer than 10"
+
+
+def test_intervals_without_a_transaction_keep_their_place():
+    tps, mean = observed(lambda t: np.where(t < 30, 1.0, 0.7), 4, n=60)
+    mean[[5, 6, 33]] = np.nan                           # no transaction, no mean
+    [m] = [m for m in steady.drift(tps, mean).moves if m.series == "mean response time"]
+    assert m.at == 30
+
+
+def test_noise_is_robust_to_a_step_and_a_trend():
+    rng = np.random.default_rng(5)
+    noise = rng.normal(0, 1.0, 400)
+    assert steady.noise(noise) == pytest.approx(1.0, rel=0.1)
+    assert steady.noise(noise + np.where(np.arange(400) < 200, 0, 50)) == pytest.approx(1.0, rel=0.1)
+    assert steady.noise(noise + 0.2 * np.arange(400)) == pytest.approx(1.0, rel=0.1)
+
+
+# --- Poisson arrivals ------------------------------------------------------------------------------
+
+def whole_ms(gaps_s: np.ndarray) -> np.ndarray:
+    """Start times as Grinder logs them: whole ms."""
+    return np.floor(np.cumsum(gaps_s) * 1000.0 + 1.7e12)
+
+
+def test_exponential_gaps_pass_and_regular_or_bursty_ones_do_not():
+    rng = np.random.default_rng(6)
+    rate, n = 50.0, 3000
+    exponential = [whole_ms(rng.exponential(1 / rate, n)) for _ in range(2)]    # two worker processes
+    assert steady.exponential_gaps(exponential, resolution=1.0).exponential is True
+    regular = whole_ms(np.full(n, 1 / rate))
+    jittered = whole_ms(1 / rate + rng.normal(0, 0.2 / rate, n))
+    bursty = whole_ms(np.where(rng.random(n) < 0.5, rng.exponential(0.1 / rate, n), rng.exponential(1.9 / rate, n)))
+    for times in (regular, jittered, bursty):
+        found = steady.exponential_gaps([times], resolution=1.0)
+        assert found.exponential is False and found.d > found.critical + found.allowance, found
+
+
+def test_a_million_gaps_in_whole_ms_are_not_refused_for_their_resolution():
+    rng = np.random.default_rng(7)
+    found = steady.exponential_gaps([whole_ms(rng.exponential(1 / 300, 1_000_000))], resolution=1.0)
+    assert found.exponential is True and found.gaps == steady.MAX_GAPS
+    assert found.allowance == pytest.approx(1 - np.exp(-0.3), rel=0.01)
+    assert "for the times' resolution" in found.describe()
+
+
+def test_false_alarms_on_true_exponential_gaps():
+    """Exact times: Stephens' 1 % point refuses about 1 % of samples; whole-ms times fewer still
+    (their allowance)."""
+    exact = sum(steady.exponential_gaps([np.cumsum(np.random.default_rng(s).exponential(0.02, 300))]).exponential
+                is False for s in range(2000))
+    assert 0.002 <= exact / 2000 <= 0.02, exact
+    rounded = sum(steady.exponential_gaps([whole_ms(np.random.default_rng(s).exponential(0.02, 300))], 1.0)
+                  .exponential is False for s in range(1000))
+    assert rounded / 1000 <= 0.01, rounded
+
+
+def test_gaps_too_few_or_too_short_for_the_resolution_are_not_judged():
+    rng = np.random.default_rng(8)
+    few = steady.exponential_gaps([whole_ms(rng.exponential(0.02, 20))], 1.0)
+    assert few.exponential is None and few.describe() == "not judged: 19 gaps, fewer than 50"
+    fast = steady.exponential_gaps([whole_ms(rng.exponential(1 / 1000, 2000))], 1.0)
+    assert fast.exponential is None and "below two resolutions" in fast.describe()
+
+
+# --- percentiles -------------------------------------------------------------------------------------
+
+def test_a_percentile_needs_its_confidence_interval_inside_the_data():
+    assert [steady.min_transactions(p) for p in (50, 90, 95, 99, 99.9)] == [6, 36, 72, 368, 3688]
+    assert steady.percentile_measured(99, 368) and not steady.percentile_measured(99, 367)
+    with pytest.raises(ValueError):
+        steady.min_transactions(100)
+
+
+def test_the_rule_is_where_the_gates_order_statistic_interval_closes():
+    """The gate compares percentiles by the same distribution-free interval (analysis/gate.py):
+    at min_transactions its upper rank exists, one value fewer it does not."""
+    from esbperf.analysis.gate import rank_interval
+    for p in (50, 90, 95, 99, 99.9):
+        n = steady.min_transactions(p)
+        assert rank_interval(n, p / 100)[1] is not None and rank_interval(n - 1, p / 100)[1] is None
