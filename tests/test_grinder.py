@@ -269,3 +269,28 @@ def test_workers_do_not_yield_before_each_timed_section_where_the_jvm_allows():
     major = int(subprocess.run([java, "-XshowSettings:properties", "-version"], capture_output=True, text=True)
                 .stderr.split("java.specification.version = ")[1].split()[0])
     assert ("-XX:+DontYieldALot" in args) == (major < 23)
+
+
+def test_workers_start_from_a_class_archive_made_once(tmp_path):
+    """Every step starts new worker JVMs: the agent makes them a class-data archive of what a worker
+    loads (Jython, Grinder, the client, the scenario's modules) once, and a JVM started with it
+    loads those classes from it; asked again, the agent reuses the archive as it is."""
+    from esbperf.core.config import AgentConfig
+    from esbperf.core.project import GRINDER_HOME, HTTP_CLIENT
+
+    java = procs.java_executable()
+    classpath = f"{GRINDER_HOME.grinder_jar}:{HTTP_CLIENT.jar}"
+    args = agent.worker_jvm_args(java, AgentConfig.load())
+    [option] = agent.class_archive(java, classpath, args, tmp_path)
+    archive = Path(option.split("=", 1)[1])
+    made = archive.stat().st_mtime_ns
+    assert agent.class_archive(java, classpath, args, tmp_path) == [option] and archive.stat().st_mtime_ns == made
+    loaded = subprocess.run([java, option, "-Xlog:class+load=info", *args, "-classpath", classpath,
+                             "org.python.util.jython", "-c", "import contract"],
+                            cwd=agent.ARCHIVED_IMPORTS.parent, capture_output=True, text=True, timeout=120)
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    shared = [line for line in loaded.stdout.splitlines() if "shared objects file (top)" in line]
+    assert len(shared) > 1000 and any("org.python.core.PySystemState " in line for line in shared), len(shared)
+    # Another JVM, classpath or set of options is another archive.
+    [other] = agent.class_archive(java, classpath, [*args, "-Xss1m"], tmp_path)
+    assert other != option and Path(other.split("=", 1)[1]).exists() and not archive.exists()

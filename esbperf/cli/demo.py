@@ -82,11 +82,13 @@ def run_demo(testbed_name: str | Path, esb: str, out: Path, console: Console,
             launcher = dict(local_state_dirs=services.state_dirs(workdir),
                             token_file=services.console_token_file(workdir),
                             restart_esb=services.esb_restarter(group, testbed))
-        runs = []
+        runs: list[Path] = []
         for the_plan in the_plans:
-            # The ESB and its baseline step by step in one run, so drift hits both alike.
+            # The ESB and its baseline step by step in one run, so drift hits both alike; the client's
+            # calibration and the targets' warm-up are done once, by the first run (`after`).
             console.rule(f"{the_plan.name} → {esb} and direct")
-            runs.append(runner.start(the_plan, [esb, "direct"], testbed, demo_dir, console=console, **launcher))
+            runs.append(runner.start(the_plan, [esb, "direct"], testbed, demo_dir, console=console,
+                                     after=runs[-1] if runs else None, **launcher))
         from esbperf.analysis.report import write_report   # matplotlib only once there is data
         report = write_report(runs, demo_dir / "report")
     finally:

@@ -101,7 +101,7 @@ def execute(ctx: RunContext, client: ControlClient, console: Console) -> list[st
             ctx.dir, watch, ctx.plan, len(ctx.agents), ctx.fetchers, console.print,
             took=lambda seconds: estimate.remember(calibration_s=seconds))
         layout.write_json(ctx.dir / layout.RUN_FILE, ctx.record)
-    warmed = warmup.warm_targets(ctx, watch, todo, console.print)
+    warmed = warmup.warm_targets(ctx, watch, [s for s in todo if s.target not in ctx.warm], console.print)
     if warmed:   # each command warms its targets: a resume may find them restarted, cold
         ctx.record.setdefault("target_warmup", []).append(
             {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": ctx.plan.target_warmup_s, "targets": warmed})
@@ -192,12 +192,13 @@ class _Session:
         return agents, monitored, preflight.clock_skews(self.testbed, monitored, self.max_skew_ms,
                                                         [a.host for a in agents], self.console.print)
 
-    def context(self, run_dir: Path, agents: list[Agent], record: dict, monitored: list[str]) -> RunContext:
+    def context(self, run_dir: Path, agents: list[Agent], record: dict, monitored: list[str],
+                warm: frozenset[str] = frozenset()) -> RunContext:
         # Agents on this machine, then those on hosts reached over ssh (`esbperf testbed start` put them there).
         fetchers = [self.local, *ssh.agent_fetchers(self.testbed)]
         return RunContext(run_dir, self.plan, self.testbed, self.targets, agents, fetchers, self.connect, record,
                           self.verify, monitored, self.began, self.local.state_dirs, self.restart_esb,
-                          record.get("cross_check"))
+                          record.get("cross_check"), warm)
 
 
 def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Testbed, out: Path,
@@ -205,7 +206,7 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
           local_state_dirs: Iterable[Path] = (), max_skew_ms: float = MAX_SKEW_MS,
           token_file: Path | None = None, script: user_script.UserScript | None = None,
           script_properties: Path | None = None, restart_esb: Callable[[str], int] | None = None,
-          cross_check: str | None = None) -> Path:
+          cross_check: str | None = None, after: Path | None = None) -> Path:
     """Run `plan` against the target(s) into a new run folder under `out`; return that folder.
 
     script: a user's own Grinder script (user_script.load) runs the steps instead of scenario.py;
@@ -216,7 +217,10 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
     local_state_dirs: state folders of this machine's agents besides the default one (a launcher
     that gave the client's services a state folder of their own). token_file: the console's token
     (default: $ESBPERF_CONSOLE_TOKEN, or the token file of this state folder's console).
-    cross_check: "wrk" to measure each closed-model step with wrk too (esbperf/run/crosscheck.py)."""
+    cross_check: "wrk" to measure each closed-model step with wrk too (esbperf/run/crosscheck.py).
+    after: a run this same session finished just before, with the same client, testbed and services
+    (`esbperf demo` runs three): its client calibration is this run's too when it covers this plan's
+    payloads, and the targets it measured are warm (run.json says so: `calibration_from`, `warm_from`)."""
     crosscheck.require(cross_check)
     names = [target_names] if isinstance(target_names, str) else list(target_names)
     if not names:
@@ -241,6 +245,7 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
             record["local_state_dirs"] = [str(d) for d in session.local.state_dirs]
             if cross_check:
                 record["cross_check"] = cross_check
+            warm = _carry_over(after, plan, record) if after else frozenset()
             if session.token_file:
                 record["console_token_file"] = str(session.token_file)   # where, for --resume; never the token
             if script:
@@ -252,9 +257,26 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
                 f"run {run_dir} — {len(plan.steps(names))} steps of {plan.step_seconds():g} s against "
                 f"{', '.join(names)}; agents: {', '.join(f'{a.name} ({a.host})' for a in agents)}; "
                 f"monitors: {', '.join(monitored) or 'none'}")
-            _execute_interruptibly(session.context(run_dir, agents, record, monitored), session.client,
+            _execute_interruptibly(session.context(run_dir, agents, record, monitored, warm), session.client,
                                    session.console)
     return run_dir
+
+
+def _carry_over(before: Path, plan: plans.Plan, record: dict) -> frozenset[str]:
+    """What a run takes from the run of its session just before (start's `after`): the client's
+    calibration, when its payloads span this plan's (the analysis interpolates between them), and
+    the targets that run measured, which need no warm-up; both recorded in `record`."""
+    previous = layout.read_json(before / layout.RUN_FILE)
+    calibration = previous.get("calibration")
+    if isinstance(calibration, dict) and calibration and not plan.script:
+        measured = [plans.parse_size(label) for label in calibration]
+        if min(measured) <= min(plan.sizes()) and max(plan.sizes()) <= max(measured):
+            record["calibration"] = calibration
+            record["calibration_from"] = before.name
+    warm = frozenset(t["name"] for t in previous.get("targets", [])) & {t["name"] for t in record["targets"]}
+    if warm:
+        record["warm_from"] = {"run": before.name, "targets": sorted(warm)}
+    return warm
 
 
 def resume(run_dir: Path, verify: bool = True, console: Console | None = None,

@@ -89,6 +89,7 @@ class RunContext:
     # A plan with `restart: per-step`: restarts the named ESB through its launcher, returns its new pid.
     restart_esb: Callable[[str], int] | None = None
     cross_check: str | None = None       # after each step, an independent client measures it too (crosscheck.py)
+    warm: frozenset[str] = frozenset()   # targets a run just before this one loaded: no target warm-up
 
 
 def step_properties(ctx: RunContext, step: plans.Step, processes: int, threads: int, log_folder: str) -> dict:

@@ -3,6 +3,7 @@
 Agents run in daemon mode, so they reconnect when the console restarts."""
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import subprocess
@@ -15,11 +16,15 @@ from esbperf.core import procs
 from esbperf.core import topology
 from esbperf.core.config import AgentConfig, state_dir
 from esbperf.core.errors import EsbperfError
-from esbperf.core.project import GRINDER_HOME, HTTP_CLIENT, ensure_built
+from esbperf.core.project import GRINDER_HOME, HTTP_CLIENT, ROOT, ensure_built
 from esbperf.core.topology import testbed_option
 
 # The main class of the worker JVMs an agent starts: the client's monitor watches them by it.
 WORKER_MAIN = "net.grinder.engine.process.WorkerProcessEntryPoint"
+# What the workers' class-data archive holds (class_archive), and how long making it may take.
+ARCHIVED_IMPORTS = ROOT / "grinder-scripts" / "worker_classes.py"
+ARCHIVE_TIMEOUT_S = 120
+
 
 def _accepts(java: str, option: str) -> bool:
     return subprocess.run([java, option, "-version"], capture_output=True).returncode == 0
@@ -31,6 +36,37 @@ def worker_jvm_args(java: str, cfg: AgentConfig) -> list[str]:
     yield a no-op where the JVM allows it (HotSpot up to JDK 22: -XX:+DontYieldALot)."""
     extra = ["-XX:+DontYieldALot"] if _accepts(java, "-XX:+DontYieldALot") else []
     return cfg.worker_jvm_args + extra
+
+
+def class_archive(java: str, classpath: str, worker_args: list[str], folder: Path) -> list[str]:
+    """The workers' class-data sharing (CDS) option, `-XX:SharedArchiveFile=…`: every step starts
+    new worker JVMs, and each spends about 2 s of CPU loading and verifying Jython, Grinder and the
+    client; from an archive of those classes, about a quarter less (docs/benchmarks/). The archive
+    is made once per JVM, classpath and options by a JVM that imports what a worker does
+    (ARCHIVED_IMPORTS), and kept in `folder`. [] when it cannot be made: the workers then load their
+    classes as before, and so they do when the JVM finds the archive stale (-Xshare:auto)."""
+    jars = sorted(GRINDER_HOME.lib.glob("*.jar")) + [HTTP_CLIENT.jar]
+    facts = [os.path.realpath(java), os.stat(os.path.realpath(java)).st_mtime_ns, classpath, worker_args,
+             [(str(j), j.stat().st_size, j.stat().st_mtime_ns) for j in jars if j.exists()],
+             ARCHIVED_IMPORTS.read_bytes()]
+    archive = folder / f"workers-{hashlib.sha256(repr(facts).encode()).hexdigest()[:16]}.jsa"
+    if not archive.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        making = archive.with_suffix(f".{os.getpid()}.tmp")
+        try:
+            done = subprocess.run([java, f"-XX:ArchiveClassesAtExit={making}", *worker_args,
+                                   f"-Dpython.cachedir={folder / 'jython-cache'}", "-classpath", classpath,
+                                   "org.python.util.jython", str(ARCHIVED_IMPORTS)],
+                                  capture_output=True, timeout=ARCHIVE_TIMEOUT_S, cwd=folder)
+        except (OSError, subprocess.TimeoutExpired):
+            done = None
+        if done is None or done.returncode != 0 or not making.exists():
+            making.unlink(missing_ok=True)
+            return []
+        for old in folder.glob("workers-*.jsa"):
+            old.unlink(missing_ok=True)
+        os.replace(making, archive)
+    return [f"-XX:SharedArchiveFile={archive}"]
 
 
 def agent_processes(console_host: str, console_port: int, count: int = 1, host_id: str | None = None,
@@ -46,6 +82,7 @@ def agent_processes(console_host: str, console_port: int, count: int = 1, host_i
     prefix = host_id or socket.gethostname().split(".")[0]
     java = procs.java_executable()
     worker_args = worker_jvm_args(java, cfg)
+    worker_args += class_archive(java, classpath, worker_args, workdir / "class-archive")
     processes = []
     for k in range(1, count + 1):
         name = f"{prefix}-{k}" if count > 1 or not host_id else prefix
