@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "verify": ("esbperf.run.verify:verify", "Send one request per scenario to a target and check the answers."),
     "monitor": ("esbperf.services.monitor:monitor", "Start the sigar CPU/network monitor for a host role."),
     "run": ("esbperf.cli.run:run", "Run a sweep plan against a target through the console."),
+    "capacity": ("esbperf.cli.capacity:capacity", "Find the highest rate a target holds within a p99 latency goal."),
     "report": ("esbperf.analysis.cli:report", "Summarise runs: summary.csv, graphs, report.html."),
     "compare": ("esbperf.analysis.cli:compare", "Overlay runs and tabulate their ratios."),
     "testbed": ("esbperf.testbed.cli:testbed", "Bring the emulated five-host testbed up or down, or check a LAN one."),

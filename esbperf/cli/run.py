@@ -16,6 +16,7 @@ from rich.console import Console
 
 from esbperf.core import plan as plans, scenarios, topology
 from esbperf.core.errors import EsbperfError
+from esbperf.cli import capacity
 from esbperf.run import crosscheck, runner, user_script
 from esbperf.run.preflight import MAX_SKEW_MS
 
@@ -127,18 +128,22 @@ def run(**options) -> int:
     """Run a sweep plan against one or more targets through the console; one results folder per step."""
     mode = mode_of(options)
     verify, skew, token = not options["no_verify"], options["max_skew_ms"], options["token_file"]
-    if mode == "resume":
+    if mode == "resume" and capacity.is_capacity_run(options["resume_dir"]):
+        folder = capacity.resume(options["resume_dir"], console(), verify=verify, max_skew_ms=skew, token_file=token)
+    elif mode == "resume":
         folder = runner.resume(options["resume_dir"], verify=verify, max_skew_ms=skew, token_file=token,
                                console=console())
     else:
         plan, script = _new_plan(options, mode)
         testbed = topology.load(options["testbed_name"])
         if options["dry_run"]:
-            runner.dry_run(plan, list(options["target_names"]), testbed, console())
+            (capacity.print_dry_run if plan.capacity else runner.dry_run)(plan, list(options["target_names"]), testbed,
+                                                                          console())
             return 0
-        folder = runner.start(plan, list(options["target_names"]), testbed, options["out"], verify=verify,
-                              max_skew_ms=skew, token_file=token, script=script,
-                              script_properties=options["properties_file"], console=console(),
-                              cross_check=options["cross_check"])
+        start = capacity.start if plan.capacity else runner.start   # a capacity plan's search chooses its steps
+        folder = start(plan, list(options["target_names"]), testbed, options["out"], verify=verify,
+                       max_skew_ms=skew, token_file=token, script=script,
+                       script_properties=options["properties_file"], console=console(),
+                       cross_check=options["cross_check"])
     click.echo(f"results: {folder}")
     return _report(folder) if options["report"] else 0

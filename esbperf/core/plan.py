@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from esbperf.core import payloads as payload_files, scenarios
+from esbperf.core import capacity as capacities, payloads as payload_files, scenarios
 from esbperf.core.config import load_yaml, resolve_named
 from esbperf.core.errors import EsbperfError
 from esbperf.core.project import CONSOLE_CONFIG
@@ -40,6 +40,8 @@ FIELDS = {
     "timeout_s": "seconds to wait for an answer (positive number)",
     "max_threads_per_process": "worker threads per worker process at most (positive integer)",
     "restart": "per-run (the ESB runs through the whole run) or per-step (restarted and verified before each step)",
+    "capacity": "the goal of a capacity search: {p99_ms: MS, max_error_percent: PERCENT, precision: SHARE, "
+                "start_rate: RATE, max_rate: RATE} (docs/capacity.md); the search chooses the rates",
 }
 RESTARTS = ("per-run", "per-step")
 ARRIVALS = ("uniform", "poisson")
@@ -145,15 +147,23 @@ class Plan:
     target_warmup_s: float = 0  # each target loaded this long before its first step (esbperf/run/warmup.py)
     arrivals: str = "uniform"   # open model: evenly spaced, or Poisson (exponential gaps)
     seed: int | None = None     # Poisson arrivals' seed (the runner draws one when the plan has none)
+    capacity: capacities.Goal | None = None   # a capacity search per target, scenario and payload
     source: str = ""
     extra: dict = field(default_factory=dict)
 
     @property
     def model(self) -> str:
-        return "open" if self.rates else "closed"
+        return "open" if self.rates or self.capacity else "closed"
+
+    def pool(self, rate: float) -> int:
+        """The thread pool of a capacity probe at `rate`: the plan's `users`, or one the goal sizes."""
+        return self.users[0] if self.users else max(default_pool(rate), self.capacity.pool(rate))
 
     def loads(self) -> list[tuple[int, float | None]]:
-        """(users, rate) of each load level: users alone (closed), or each rate with each pool."""
+        """(users, rate) of each load level: users alone (closed), or each rate with each pool. A
+        capacity plan's search chooses its rates as it goes: here only its first."""
+        if self.capacity:
+            return [(self.pool(self.capacity.start_rate), self.capacity.start_rate)]
         if not self.rates:
             return [(u, None) for u in self.users]
         return [(u, r) for r in self.rates for u in (self.users or [default_pool(r)])]
@@ -219,10 +229,14 @@ class Plan:
             d.pop("script")
         if d["restart"] == "per-run":
             d.pop("restart")         # the default, as plans without the field say it
-        if d["arrivals"] == "uniform":
+        if d["arrivals"] == "uniform" and not self.capacity:
             d.pop("arrivals")
         if d["seed"] is None:
             d.pop("seed")
+        if self.capacity is None:
+            d.pop("capacity")
+        else:
+            d["capacity"] = self.capacity.to_dict()
         # Files by absolute path, pinned by hash: --resume refuses a file that changed.
         d["payloads"] = [p if isinstance(p, int) else {"file": p.path, "sha256": p.sha256} for p in self.payloads]
         if not d["payload_check"]:
@@ -265,7 +279,8 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
     if script and "scenarios" in data:
         raise EsbperfError(f"{source}: field 'scenarios' does not apply with --script: the script is the one "
                            "scenario; remove it (or give the plan without --script)")
-    for required in (() if script else ("scenarios", "payloads")) + ("duration_s",) + (() if "rates" in data else ("users",)):
+    open_model = "rates" in data or "capacity" in data
+    for required in (() if script else ("scenarios", "payloads")) + ("duration_s",) + (() if open_model else ("users",)):
         if required not in data:
             raise EsbperfError(f"{source}: field '{required}' is missing; it must be {FIELDS[required]}")
 
@@ -297,7 +312,7 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
             fail("payload_check", payload_check)
     elif "payload_check" in data:
         raise EsbperfError(f"{source}: field 'payload_check' applies only to payload files, and the plan has none")
-    if data.get("users") == [] and data.get("rates"):
+    if data.get("users") == [] and (data.get("rates") or data.get("capacity")):
         del data["users"]            # as run.json records an open plan that let each rate choose its pool
     users = []
     for i, u in enumerate(a_list("users") if "users" in data else []):
@@ -312,6 +327,15 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
     # Each value is a step folder of its own: a second copy would be measured, then refused.
     for name, values in (("scenarios", [] if script else scenario_list), ("users", users), ("rates", rates)):
         _once(source, name, values)
+    goal = None
+    if "capacity" in data:
+        goal = capacities.parse(data["capacity"], lambda k: f"field 'capacity{'.' + k if k else ''}'", source)
+        if rates:
+            raise EsbperfError(f"{source}: field 'rates' does not go with 'capacity': the capacity search chooses "
+                               "the rates; remove one")
+        if len(users) > 1:
+            raise EsbperfError(f"{source}: field 'users' of a capacity plan is its one thread pool (or leave it out: "
+                               f"each probe's pool then follows its rate and the goal), got {users!r}")
     name = data.get("name", Path(source).stem)
     if not isinstance(name, str) or not NAME_RE.match(name):
         raise EsbperfError(f"{source}: field 'name' must be a plain name (letters, digits, '.', '_', '-', not "
@@ -319,10 +343,10 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
     restart = data.get("restart", "per-run")
     if restart not in RESTARTS:
         fail("restart", restart)
-    arrivals = data.get("arrivals", "uniform")
+    arrivals = data.get("arrivals", "poisson" if goal else "uniform")   # capacity: requests arrive at random
     if arrivals not in ARRIVALS:
         fail("arrivals", arrivals)
-    if arrivals != "uniform" and not rates:
+    if arrivals != "uniform" and not rates and not goal:
         raise EsbperfError(f"{source}: field 'arrivals' applies to an open-model plan (one with rates); this one has "
                            "users only")
     seed = data.get("seed")
@@ -346,7 +370,7 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
         restart=restart,
         payload_check=payload_check,
         target_warmup_s=number("target_warmup_s", 0, 0, strict=False),
-        arrivals=arrivals, seed=seed,
+        arrivals=arrivals, seed=seed, capacity=goal,
         source=source,
     )
 

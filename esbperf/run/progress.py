@@ -10,9 +10,10 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 
 class RunProgress:
-    """The live view of a run's steps: `with RunProgress(console, total, done) as p: ...`."""
+    """The live view of a run's steps: `with RunProgress(console, total, done) as p: ...`; a total
+    of None when the run chooses its steps as it goes (a capacity search)."""
 
-    def __init__(self, console: Console, total: int, done: int):
+    def __init__(self, console: Console, total: int | None, done: int):
         self.console = console
         self.total = total
         self.done = done
@@ -24,7 +25,8 @@ class RunProgress:
 
     def __enter__(self) -> "RunProgress":
         if self.live:
-            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+            counter = "{task.completed}" + ("" if self.total is None else "/{task.total}")
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn(counter),
                                  TimeElapsedColumn(), TextColumn("{task.fields[live]}"), console=self.console)
             self._bar.__enter__()
             self._task = self._bar.add_task("steps", total=self.total, completed=self.done, live="")
@@ -45,11 +47,14 @@ class RunProgress:
             live = phase
             if latest:
                 live = f"{phase} {left_s:4.0f}s  TPS {latest.get('TPS') or 0:8.1f}  errors {latest.get('Errors', 0)}"
-            self._bar.update(self._task, description=f"step {self.done + 1}/{self.total} {self.label}", live=live)
+            self._bar.update(self._task, description=f"step {self._number()} {self.label}", live=live)
         elif phase != self._phase:   # a plain log: one line when the phase changes, not every second
             self._phase = phase
-            self.print(f"step {self.done + 1}/{self.total} {self.label}: {phase}"
+            self.print(f"step {self._number()} {self.label}: {phase}"
                        + (f" ({left_s:.0f} s)" if left_s > 0 else ""))
+
+    def _number(self) -> str:
+        return f"{self.done + 1}" if self.total is None else f"{self.done + 1}/{self.total}"
 
     def finished(self, line: str) -> None:
         """The step ended and counts: its one-line summary."""

@@ -35,6 +35,12 @@ from esbperf.testbed import hosts, ssh
 
 LAYOUT = 2   # step folders <target>/<scenario>/<payload>/<users>/[rate-<r>/]iter-<n>
 
+# A run whose steps are chosen as it goes (a capacity search, esbperf/cli/capacity.py): given the
+# run, the steps in order, each yielded once the one before it is finished or kept aside, so that
+# the choice may read that step's folder. A step already finished (a resumed run) is yielded again
+# and skipped.
+Schedule = Callable[[RunContext], Iterable[plans.Step]]
+
 
 def _record(plan: plans.Plan, targets: dict[str, topology.Target], testbed: topology.Testbed, agents: list[Agent],
             grinder_version: str) -> dict:
@@ -89,10 +95,11 @@ def _ms(value: float | None) -> str:
     return "–" if value is None else f"{value:.3f} ms" if value < 10 else f"{value:.1f} ms"
 
 
-def execute(ctx: RunContext, client: ControlClient, console: Console) -> list[str]:
-    """Run every unfinished step; returns the reasons of the steps kept aside (the run went on)."""
+def execute(ctx: RunContext, client: ControlClient, console: Console, schedule: Schedule | None = None) -> list[str]:
+    """Run every unfinished step (the plan's, or those `schedule` chooses); returns the reasons of
+    the steps kept aside (the run went on)."""
     steps = ctx.plan.steps(list(ctx.targets))
-    todo = [s for s in steps if not layout.is_finished(ctx.dir, s)]
+    todo = steps if schedule else [s for s in steps if not layout.is_finished(ctx.dir, s)]
     _prepare(client)
     before_steps = time.monotonic()
     watch = ConsoleWatch(client, {a.name for a in ctx.agents}, lambda *a: None)
@@ -109,8 +116,10 @@ def execute(ctx: RunContext, client: ControlClient, console: Console) -> list[st
     before_steps_wall = time.monotonic() - before_steps
     aside: list[str] = []
     steps_wall = 0.0
-    with RunProgress(console, len(steps), len(steps) - len(todo)) as progress:
-        for step in todo:
+    with RunProgress(console, None if schedule else len(steps), 0 if schedule else len(steps) - len(todo)) as progress:
+        for step in schedule(ctx) if schedule else todo:
+            if schedule and layout.is_finished(ctx.dir, step):
+                continue
             progress.step(step.describe())
             runner = StepRunner(ctx, client, progress.tick)
             try:
@@ -146,6 +155,12 @@ def _check_restart(plan: plans.Plan, targets: dict[str, topology.Target],
 def _runner_cores(testbed: topology.Testbed) -> tuple[int, ...] | None:
     """The runner runs on the client host: on its cores when the testbed pins it on this machine."""
     return None if testbed.client.ssh else testbed.client.cpus
+
+
+def _check_schedule(plan: plans.Plan, schedule: Schedule | None) -> None:
+    if plan.capacity and schedule is None:
+        raise EsbperfError(f"plan {plan.name} is a capacity search, whose rates are chosen as it goes: run it with "
+                           "`esbperf run` or `esbperf capacity`")
 
 
 def _token_file(testbed: topology.Testbed, given: Path | None) -> Path | None:
@@ -206,7 +221,8 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
           local_state_dirs: Iterable[Path] = (), max_skew_ms: float = MAX_SKEW_MS,
           token_file: Path | None = None, script: user_script.UserScript | None = None,
           script_properties: Path | None = None, restart_esb: Callable[[str], int] | None = None,
-          cross_check: str | None = None, after: Path | None = None) -> Path:
+          cross_check: str | None = None, after: Path | None = None,
+          schedule: Schedule | None = None) -> Path:
     """Run `plan` against the target(s) into a new run folder under `out`; return that folder.
 
     script: a user's own Grinder script (user_script.load) runs the steps instead of scenario.py;
@@ -222,6 +238,7 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
     (`esbperf demo` runs three): its client calibration is this run's too when it covers this plan's
     payloads, and the targets it measured are warm (run.json says so: `calibration_from`, `warm_from`)."""
     crosscheck.require(cross_check)
+    _check_schedule(plan, schedule)
     names = [target_names] if isinstance(target_names, str) else list(target_names)
     if not names:
         raise EsbperfError("give at least one --target")
@@ -253,12 +270,13 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
                 record["script"] = kept.record()
                 _stage_script(record, kept, run_dir)
             layout.write_json(run_dir / layout.RUN_FILE, record)
+            steps = "steps chosen as it goes" if schedule else f"{len(plan.steps(names))} steps"
             session.console.print(
-                f"run {run_dir} — {len(plan.steps(names))} steps of {plan.step_seconds():g} s against "
+                f"run {run_dir} — {steps} of {plan.step_seconds():g} s against "
                 f"{', '.join(names)}; agents: {', '.join(f'{a.name} ({a.host})' for a in agents)}; "
                 f"monitors: {', '.join(monitored) or 'none'}")
             _execute_interruptibly(session.context(run_dir, agents, record, monitored, warm), session.client,
-                                   session.console)
+                                   session.console, schedule)
     return run_dir
 
 
@@ -281,8 +299,9 @@ def _carry_over(before: Path, plan: plans.Plan, record: dict) -> frozenset[str]:
 
 def resume(run_dir: Path, verify: bool = True, console: Console | None = None,
            max_skew_ms: float = MAX_SKEW_MS, token_file: Path | None = None,
-           restart_esb: Callable[[str], int] | None = None) -> Path:
-    """Continue a run with its unfinished steps, using the plan and targets it recorded."""
+           restart_esb: Callable[[str], int] | None = None, schedule: Schedule | None = None) -> Path:
+    """Continue a run with its unfinished steps, using the plan and targets it recorded (and with
+    `schedule`, the steps it chooses: Schedule)."""
     run_dir = run_dir.resolve()
     record = layout.read_json(run_dir / layout.RUN_FILE)
     if record.get("layout") != LAYOUT:
@@ -296,6 +315,7 @@ def resume(run_dir: Path, verify: bool = True, console: Console | None = None,
     if token_file is None and record.get("console_token_file"):
         token_file = Path(record["console_token_file"])
     crosscheck.require(record.get("cross_check"))
+    _check_schedule(plan, schedule)
     session = _Session(plan, testbed, preflight.targets_of(testbed, [t["name"] for t in record["targets"]], plan),
                        collect.LocalAgents([state_dir(), *map(Path, record.get("local_state_dirs", [])),
                                             *hosts.local_agent_states(testbed)]),
@@ -306,7 +326,7 @@ def resume(run_dir: Path, verify: bool = True, console: Console | None = None,
         agents, monitored, skews = session.preflight()
         steps = plan.steps(list(session.targets))
         done = sum(layout.is_finished(run_dir, s) for s in steps)
-        if done == len(steps):
+        if done == len(steps) and not schedule:
             session.console.print(f"{run_dir}: all {done} steps are already finished")
             return run_dir
         # What this resume found, recorded before its first step (a resume that stops early keeps it too).
@@ -315,8 +335,10 @@ def resume(run_dir: Path, verify: bool = True, console: Console | None = None,
         record["restart"] = plan.restart
         record["finished"] = None
         layout.write_json(run_dir / layout.RUN_FILE, record)
-        session.console.print(f"resuming {run_dir}: {done} of {len(steps)} steps already finished")
-        _execute_interruptibly(session.context(run_dir, agents, record, monitored), session.client, session.console)
+        session.console.print(f"resuming {run_dir}: " + ("its steps chosen as it goes" if schedule else
+                                                          f"{done} of {len(steps)} steps already finished"))
+        _execute_interruptibly(session.context(run_dir, agents, record, monitored), session.client, session.console,
+                               schedule)
     return run_dir
 
 
@@ -326,14 +348,15 @@ def _stage_script(record: dict, script: user_script.UserScript, run_dir: Path) -
     record["script"]["staged"] = user_script.stage(script, ConsoleConfig.load().distribution_directory, run_dir.name)
 
 
-def _execute_interruptibly(ctx: RunContext, client: ControlClient, console: Console) -> None:
+def _execute_interruptibly(ctx: RunContext, client: ControlClient, console: Console,
+                           schedule: Schedule | None = None) -> None:
     procs.raise_on_sigterm()
     distribution = ConsoleConfig.load().distribution_directory
     try:
         try:
             # Staged for this command only (before the console distributes); --resume stages again.
             payloads.stage(ctx.plan.payload_files(), distribution, ctx.dir.name)
-            aside = execute(ctx, client, console)
+            aside = execute(ctx, client, console, schedule)
         finally:
             payloads.unstage(distribution, ctx.dir.name)
             if ctx.record.get("script"):
