@@ -225,9 +225,11 @@ def test_testbed_commands_use_the_file_and_the_namespaces(tmp_path):
     result = subprocess.run([*ESBPERF, "testbed", "commands", "--testbed", "emulated", "--esb", "synapse"],
                             capture_output=True, text=True, check=True)
     lines = result.stdout.splitlines()
-    assert "ip netns exec esbp-ws2 esbperf echo --id ws2 --listen 198.18.0.32:8080" in lines
-    assert "ip netns exec esbp-esb esbperf esb synapse --testbed emulated" in lines
-    assert "ip netns exec esbp-client esbperf console --testbed emulated" in lines
+    emulated = topology.load("emulated")   # cpus: auto, on this machine's cores
+    cores = {role: f"taskset -c {topology.cpu_list(h.cpus)} " if h.cpus else "" for role, h in emulated.hosts.items()}
+    assert f"ip netns exec esbp-ws2 {cores['ws2']}esbperf echo --id ws2 --listen 198.18.0.32:8080" in lines
+    assert f"ip netns exec esbp-esb {cores['esb']}esbperf esb synapse --testbed emulated" in lines
+    assert f"ip netns exec esbp-client {cores['client']}esbperf console --testbed emulated" in lines
     lan = subprocess.run([*ESBPERF, "testbed", "commands", "--testbed", "lan-example"],
                          capture_output=True, text=True, check=True).stdout.splitlines()
     # each monitor watches its host's service JVMs, so a run started by hand gets their CPU too
