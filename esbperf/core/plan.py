@@ -32,7 +32,11 @@ FIELDS = {
     "arrivals": "how an open-model plan's requests arrive: uniform (evenly spaced) or poisson (exponential gaps)",
     "seed": "the seed of Poisson arrivals (a whole number; default: drawn at the run's start, recorded in run.json)",
     "duration_s": "seconds measured per step (positive number)",
-    "warmup_s": "seconds of warm-up before each step's measurement (number >= 0)",
+    "warmup_s": "seconds of warm-up before each step's measurement (number >= 0), or auto: until the step's "
+                "throughput and response time are steady (docs/methodology.md)",
+    "warmup_min_s": "with warmup_s: auto, the least warm-up in seconds after the workers' first report (default 1)",
+    "warmup_max_s": "with warmup_s: auto, the most (default 60): a step not steady by then is measured and named "
+                    "'no steady state'",
     "target_warmup_s": "seconds each target is loaded before its first step, so the first iteration does not "
                        "measure a cold JVM (number >= 0; default 0)",
     "iterations": "how many times the whole plan runs (positive integer)",
@@ -145,6 +149,10 @@ class Plan:
     restart: str = "per-run"    # per-step: a fresh ESB process for every step
     payload_check: str = ""     # how payload files' echoes are compared ("" without payload files)
     target_warmup_s: float = 0  # each target loaded this long before its first step (esbperf/run/warmup.py)
+    # warmup_s: auto: the window opens once the step is steady (esbperf/core/steady.py), no sooner than
+    # warmup_s (then the minimum) and no later than warmup_max_s after the workers' first report.
+    warmup_auto: bool = False
+    warmup_max_s: float = 60
     arrivals: str = "uniform"   # open model: evenly spaced, or Poisson (exponential gaps)
     seed: int | None = None     # Poisson arrivals' seed (the runner draws one when the plan has none)
     capacity: capacities.Goal | None = None   # a capacity search per target, scenario and payload
@@ -196,7 +204,12 @@ class Plan:
         return [p for p in self.payloads if not isinstance(p, int)]
 
     def step_seconds(self) -> float:
-        return self.warmup_s + self.duration_s
+        """A step's warm-up and measurement at most (an auto warm-up's longest)."""
+        return (self.warmup_max_s if self.warmup_auto else self.warmup_s) + self.duration_s
+
+    def warmup_label(self) -> str:
+        """"5 s", or "auto (1-60 s)"."""
+        return f"auto ({self.warmup_s:g}-{self.warmup_max_s:g} s)" if self.warmup_auto else f"{self.warmup_s:g} s"
 
     def check_agents(self, agents: int, max_processes: int, where: str) -> None:
         """One line when a load level needs more worker processes per agent than an agent starts
@@ -233,6 +246,10 @@ class Plan:
             d.pop("arrivals")
         if d["seed"] is None:
             d.pop("seed")
+        if d.pop("warmup_auto"):     # as the file says it
+            d["warmup_min_s"], d["warmup_s"] = d["warmup_s"], "auto"
+        else:
+            d.pop("warmup_max_s")
         if self.capacity is None:
             d.pop("capacity")
         else:
@@ -357,12 +374,25 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
     keepalive = data.get("keepalive", True)
     if not isinstance(keepalive, bool):
         fail("keepalive", keepalive)
+    warmup_auto = data.get("warmup_s") == "auto"
+    if warmup_auto:
+        warmup_s = number("warmup_min_s", 1, 0, strict=False)
+        warmup_max_s = number("warmup_max_s", 60, 0)
+        if warmup_max_s < warmup_s:
+            raise EsbperfError(f"{source}: field 'warmup_max_s' ({warmup_max_s:g}) must be at least warmup_min_s "
+                               f"({warmup_s:g})")
+    else:
+        for name in ("warmup_min_s", "warmup_max_s"):
+            if name in data:
+                raise EsbperfError(f"{source}: field '{name}' applies to warmup_s: auto; this plan's warm-up is "
+                                   f"fixed ({data.get('warmup_s', 0)!r})")
+        warmup_s, warmup_max_s = number("warmup_s", 0, 0, strict=False), 60
     return Plan(
         name=name,
         description=str(data.get("description", "")),
         scenarios=list(scenario_list), payloads=payloads, users=users, rates=rates, script=script,
         duration_s=number("duration_s", None, 0),
-        warmup_s=number("warmup_s", 0, 0, strict=False),
+        warmup_s=warmup_s, warmup_auto=warmup_auto, warmup_max_s=warmup_max_s,
         iterations=number("iterations", 1, 1, integer=True),
         keepalive=keepalive,
         timeout_s=number("timeout_s", 120, 0),

@@ -1,7 +1,7 @@
 """How long a run will take, before it starts (`esbperf run --dry-run`).
 
 A step's warm-up runs until max(warm-up, worker start-up + warm-up ÷ 2) (the runner wants half of
-it under load), then the measurement; its tail is everything else: the console's calls, stopping the
+it under load) -- an auto warm-up for start-up + the median of those measured here --, then the measurement; its tail is everything else: the console's calls, stopping the
 workers, bringing the logs home, pulling the monitors' samples, the checks. A run adds its preflight
 and the scripts' distribution. Start-up, tail and run overhead are measured on every run and kept in
 the state folder (the last HISTORY of each); the estimate uses their medians, so it reflects this
@@ -18,7 +18,7 @@ from esbperf.core.config import state_dir
 from esbperf.core.plan import Plan, Step
 
 HISTORY = 50
-DEFAULTS = {"startup_s": 3.0, "tail_s": 2.0, "calibration_s": 9.0, "run_overhead_s": 5.0}
+DEFAULTS = {"startup_s": 3.0, "tail_s": 2.0, "calibration_s": 9.0, "run_overhead_s": 5.0, "auto_warmup_s": 5.0}
 FILE_NAME = "runner-overheads.json"
 
 
@@ -53,12 +53,17 @@ def remember_step(record: dict) -> None:
     """The start-up and tail of a finished step (its step.json)."""
     remember(startup_s=(record["first_report_ms"] - record["start_ms"]) / 1000,
              tail_s=max(0.0, record["wall_s"] - (record["end_ms"] - record["start_ms"]) / 1000
-                        - (record.get("phases_s") or {}).get("xcheck", 0.0)))
+                        - (record.get("phases_s") or {}).get("xcheck", 0.0)),
+             **({"auto_warmup_s": record["warmup_used_s"]} if record.get("warmup_s") == "auto" else {}))
 
 
-def step_seconds(plan: Plan, startup_s: float, tail_s: float) -> float:
+def step_seconds(plan: Plan, startup_s: float, tail_s: float, auto_warmup_s: float) -> float:
     """What the runner does with a step (esbperf/run/step.py)."""
-    return max(plan.warmup_s, startup_s + plan.warmup_s / 2) + plan.duration_s + tail_s
+    if plan.warmup_auto:
+        warmup = startup_s + min(plan.warmup_max_s, max(plan.warmup_s, auto_warmup_s))
+    else:
+        warmup = max(plan.warmup_s, startup_s + plan.warmup_s / 2)
+    return warmup + plan.duration_s + tail_s
 
 
 @dataclass
@@ -75,7 +80,7 @@ class Estimate:
 def estimate(plan: Plan, steps: list[Step]) -> Estimate:
     history = _load()
     median = {k: statistics.median(history[k]) if history.get(k) else v for k, v in DEFAULTS.items()}
-    per_step = step_seconds(plan, median["startup_s"], median["tail_s"])
+    per_step = step_seconds(plan, median["startup_s"], median["tail_s"], median["auto_warmup_s"])
     per_run = median["run_overhead_s"] + len(plan.calibration_sizes()) * median["calibration_s"]
     if plan.target_warmup_s:   # each target warmed up once, each scenario's workers started once
         warmups = len({s.target for s in steps}) * (len(plan.scenarios) or 1)

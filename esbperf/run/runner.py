@@ -272,7 +272,7 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
             layout.write_json(run_dir / layout.RUN_FILE, record)
             steps = "steps chosen as it goes" if schedule else f"{len(plan.steps(names))} steps"
             session.console.print(
-                f"run {run_dir} — {steps} of {plan.step_seconds():g} s against "
+                f"run {run_dir} — {steps} of {plan.warmup_label()} warm-up and {plan.duration_s:g} s measured against "
                 f"{', '.join(names)}; agents: {', '.join(f'{a.name} ({a.host})' for a in agents)}; "
                 f"monitors: {', '.join(monitored) or 'none'}")
             _execute_interruptibly(session.context(run_dir, agents, record, monitored, warm), session.client,
@@ -401,7 +401,7 @@ def dry_run(plan: plans.Plan, target_names: list[str], testbed: topology.Testbed
     basis = (f"medians of the last {guess.measured_steps} steps measured on this machine"
              if guess.measured_steps else "defaults: no step measured on this machine yet")
     console.print(f"estimated wall time: {estimate.duration(guess.total_s)} ({estimate.duration(guess.run_overhead_s)} "
-                  f"for the run's preflight, then per step the warm-up {plan.warmup_s:g} s or longer while workers "
+                  f"for the run's preflight, then per step the warm-up {plan.warmup_label()} or longer while workers "
                   f"start, the measurement {plan.duration_s:g} s, and the step's tail; {basis}). "
                   "Plan and testbed are valid; nothing was started")
     return guess

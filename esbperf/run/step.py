@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from esbperf.core import payloads, plan as plans, procs, roles
+from esbperf.core import payloads, plan as plans, procs, roles, steady
 from esbperf.core.errors import EsbperfError
 from esbperf.core.topology import Target, Testbed
 from esbperf.results import gclog, layout
@@ -48,6 +48,14 @@ CONSOLE_RETURN_S = 120       # how long a run waits for a console that stopped a
 SAFETY_NET_S = 30
 TARGET_CHECK_TIMEOUT_S = 5
 RESTART_READY_S = 120       # an ESB's start on a busy 2-core machine can take a while
+# Workers report to the console this many times per console sample, so that every sample holds
+# about as many reports (its throughput jitters by one report in REPORTS_PER_SAMPLE, not by half),
+# but not more often than every MIN_REPORT_MS.
+REPORTS_PER_SAMPLE, MIN_REPORT_MS = 5, 50
+STEADY_POLL_S = 0.1         # how often an auto warm-up looks for the console's next sample
+# The console's per-sample mean response time in µs, as scenario.py registers it; a user's script
+# without it is watched by Grinder's whole-ms mean.
+MEAN_US, MEAN_MS = "Response us mean", "Mean Test Time (ms)"
 
 
 def window_summary(stats: LogStats, window_s: float) -> dict[str, Any]:
@@ -109,6 +117,8 @@ def step_properties(ctx: RunContext, step: plans.Step, processes: int, threads: 
         "esbperf.payload.bytes": step.payload_bytes,
         "esbperf.keepalive": str(plan.keepalive).lower(),
         "esbperf.timeout.ms": int(plan.timeout_s * 1000),
+        "grinder.reportToConsole.interval": max(MIN_REPORT_MS, round(ctx.record.get("console_sample_interval_ms", 1000)
+                                                                     / REPORTS_PER_SAMPLE)),
     }
     if step.payload_file is not None:   # staged by the runner (esbperf/core/payloads.py)
         properties["esbperf.payload.file"] = f"{payloads.STAGING}/{ctx.dir.name}/{step.payload_file.staged_name()}"
@@ -144,6 +154,7 @@ class Attempt:
     first_report_ms: int = 0
     warmup_end_ms: int = 0
     end_ms: int = 0
+    warmup: dict = field(default_factory=dict)   # how the warm-up ended (step.json `warmup`)
     console_data: dict = field(default_factory=dict)
     stopped: bool = False
 
@@ -240,14 +251,52 @@ class StepRunner:
         a.workers = self.console.start(properties, processes * len(self.ctx.agents))
 
     def _warm_up(self, a: Attempt) -> None:
-        """From the start signal (worker start-up included), but at least half of it under load,
-        after the workers' first report; then the console's statistics start from zero."""
+        """A fixed warm-up: from the start signal (worker start-up included), but at least half of it
+        under load, after the workers' first report. `warmup_s: auto`: until the step is steady
+        (_until_steady). Then the console's statistics start from zero."""
         plan = self.ctx.plan
         a.first_report_ms = self.console.first_report(a.start_ms + int((plan.step_seconds() + 30) * 1000), a.workers)
-        a.warmup_end_ms = max(a.start_ms + int(plan.warmup_s * 1000), a.first_report_ms + int(plan.warmup_s * 500))
-        self.console.wait_until(a.warmup_end_ms, "warm-up", a.workers)
+        if plan.warmup_auto:
+            self._until_steady(a)
+        else:
+            a.warmup_end_ms = max(a.start_ms + int(plan.warmup_s * 1000), a.first_report_ms + int(plan.warmup_s * 500))
+            self.console.wait_until(a.warmup_end_ms, "warm-up", a.workers)
         self.console.call(lambda: self.client.recording("zero"))
         a.warmup_end_ms = now_ms()
+
+    def _until_steady(self, a: Attempt) -> None:
+        """Watch the console's samples from the workers' first report, and end the warm-up once the
+        throughput and mean response time are steady (esbperf/core/steady.py), no sooner than the
+        plan's warmup_min_s and no later than its warmup_max_s; a.warmup says which, and why, with
+        the series it judged."""
+        plan = self.ctx.plan
+        earliest = a.first_report_ms + int(plan.warmup_s * 1000)
+        latest = a.first_report_ms + int(plan.warmup_max_s * 1000)
+        interval_s = self.ctx.record.get("console_sample_interval_ms", 1000) / 1000
+        tps: list[float | None] = []
+        mean_us: list[float | None] = []
+        seen, totals = None, {}
+        verdict = steady.Steadiness(False, "no console sample yet")
+        while now_ms() < latest:
+            data = self.console.call(lambda: self.client.data(latest=True))
+            count = (data.get("status") or {}).get("sample-count")
+            if count is not None and count != seen:
+                seen = count
+                totals = statistics(data)
+                tps.append(totals.get("TPS"))
+                mean = totals.get(MEAN_US)
+                mean_us.append(mean if MEAN_US in totals else
+                               None if totals.get(MEAN_MS) is None else totals[MEAN_MS] * 1000)
+                verdict = steady.steady(tps, mean_us, interval_s, horizon_s=plan.duration_s)
+                if verdict.steady:
+                    break
+            self.console.on_tick(f"warm-up (auto: {verdict.reason})", (latest - now_ms()) / 1000, totals)
+            self.console.watch(a.workers)
+            time.sleep(STEADY_POLL_S)
+        if verdict.steady and now_ms() < earliest:
+            self.console.wait_until(earliest, "warm-up", a.workers)
+        a.warmup = {"steady": verdict.steady, "reason": verdict.reason, "interval_s": interval_s,
+                    "tps": tps, "mean_us": mean_us}
 
     def _measure(self, a: Attempt) -> None:
         self.console.wait_until(a.warmup_end_ms + int(self.ctx.plan.duration_s * 1000), "measuring", a.workers)
@@ -280,7 +329,10 @@ class StepRunner:
             "workers": sorted(w.name for w in a.workers.values()),
             "threads_seen": stats.threads,
             "summary": window_summary(stats, (a.end_ms - a.warmup_end_ms) / 1000),
-            "duration_s": ctx.plan.duration_s, "warmup_s": ctx.plan.warmup_s, "keepalive": ctx.plan.keepalive,
+            "duration_s": ctx.plan.duration_s, "warmup_s": "auto" if ctx.plan.warmup_auto else ctx.plan.warmup_s,
+            "warmup_used_s": round((a.warmup_end_ms - a.first_report_ms) / 1000, 3),
+            **({"warmup": a.warmup} if a.warmup else {}),
+            "keepalive": ctx.plan.keepalive,
             "timeout_s": ctx.plan.timeout_s,
             "start_ms": a.start_ms, "first_report_ms": a.first_report_ms, "warmup_end_ms": a.warmup_end_ms,
             "end_ms": a.end_ms,
