@@ -17,7 +17,10 @@ def _test_names(path: Path) -> set[str]:
     return {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")}
 
 
-@pytest.mark.parametrize("doc", sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md")))
+DOCS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").rglob("*.md"))
+
+
+@pytest.mark.parametrize("doc", DOCS)
 def test_every_test_a_doc_names_exists(doc):
     for file, name in NAMED.findall((ROOT / doc).read_text()):
         assert (ROOT / file).is_file(), f"{doc} names {file}, which does not exist"
@@ -37,8 +40,7 @@ FILE = re.compile(r"(?<![\w./-])((?:esbperf|analysis|grinder-scripts|agents|cons
 USERS_OWN = {"console-config/testbeds/mylab.yaml"}   # files a doc tells the user to make
 
 
-@pytest.mark.parametrize("doc", ["README.md", "esb-projects/README.md",
-                                 *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md"))])
+@pytest.mark.parametrize("doc", ["README.md", "esb-projects/README.md", *DOCS])
 def test_every_file_a_doc_names_exists(doc):
     """A doc that names a file of the checkout (a module, a plan, a test) names one that is there."""
     missing = sorted({name for name in FILE.findall((ROOT / doc).read_text()) if not (ROOT / name).exists()} - USERS_OWN)

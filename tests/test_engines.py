@@ -233,3 +233,25 @@ def test_a_floor_whose_program_is_missing_is_one_line(monkeypatch):
                                            r"haproxy\); it is a floor: without it, leave haproxy out of the "
                                            r"testbed's hosts.esb.esb_ports$"):
         esb.esb_process("haproxy", HOST, 19328, NOWHERE)
+
+
+def test_verify_ends_with_a_one_line_verdict(tmp_path):
+    """A target that does not answer: the table, then one line saying how many checks failed and
+    the first one's cause (exit 2). The verdict of a passing target is tests/test_esb.py's."""
+    path = tmp_path / "nowhere.yaml"
+    path.write_text(yaml.safe_dump({
+        "hosts": {"client": {"address": HOST}, "esb": {"address": HOST, "esb_ports": {"camel": 19195}},
+                  **{ws: {"address": HOST, "echo_port": 19191 + i} for i, ws in enumerate(BACKENDS)}},
+        "targets": {"camel": {"kind": "esb"}}}))
+    result = subprocess.run([*ESBPERF, "verify", "--target", "camel", "--testbed", str(path), "--timeout", "2"],
+                            capture_output=True, text=True)
+    verdict = one_line_error(result)
+    assert verdict.startswith("esbperf: error: verify camel: 16 of 16 checks failed (first: proxy ws1: "), verdict
+    assert "Connection refused" in verdict
+
+
+def test_testbed_commands_end_with_the_preflight_and_the_run_of_the_esb_started():
+    lines = subprocess.run([*ESBPERF, "testbed", "commands", "--testbed", "local", "--esb", "synapse"],
+                           capture_output=True, text=True, check=True).stdout.splitlines()
+    assert lines[-2:] == ["esbperf testbed check --testbed local --target synapse",
+                          "esbperf run --plan PLAN --target synapse --target direct --testbed local"]

@@ -178,6 +178,9 @@ def test_the_verify_command_says_what_a_floor_skips(esb_name, running, tmp_path)
     result = subprocess.run([sys.executable, "-m", "esbperf", "verify", "--target", esb_name, "--testbed",
                              str(testbed.path)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+    served = 8 if esb_name in ESBS else 4
+    assert re.fullmatch(rf"verify {esb_name}: all \d+ checks passed \({served} scenarios\)",
+                        result.stdout.splitlines()[-1]), result.stdout   # the verdict, last
     skipped = [line for line in result.stdout.splitlines() if line.startswith(f"verify {esb_name}: skipped")]
     if esb_name in ESBS:
         assert not skipped
