@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
+from functools import lru_cache
 import shlex
 import subprocess
 import sys
@@ -274,3 +275,96 @@ def test_the_testbed_commands_shown_are_what_the_command_prints():
     printed = subprocess.run([sys.executable, "-m", "esbperf", "testbed", "commands", "--testbed", "lan-example"],
                              capture_output=True, text=True, check=True, cwd=ROOT).stdout
     assert shown == printed
+
+
+# --- the lines docs/troubleshooting.md quotes --------------------------------------------------
+# Each is a line esbperf prints: it must still be one of the messages in the code. A message is a
+# string expression of esbperf's Python (a literal, an f-string, a + of them); its literal parts must
+# appear in the quoted line as they are, its {values} stand for anything — an address, a count, or
+# a message of its own (then checked the same way: `testbed check`'s problems joined by "; ").
+
+PRINTED_BY = ("esbperf", "analysis")
+ERROR = "esbperf: error: "
+MIN_LITERAL = 12    # a template with less fixed text than this would match any line
+
+
+def _template(node: ast.AST) -> list[str | None] | None:
+    """A string expression as its parts: literal text, or None for a value; None if it is none."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.JoinedStr):
+        return [v.value if isinstance(v, ast.Constant) else None for v in node.values]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _template(node.left), _template(node.right)
+        if left is not None or right is not None:
+            return (left or [None]) + (right or [None])
+    return None
+
+
+@lru_cache(maxsize=1)
+def message_patterns() -> list[re.Pattern]:
+    patterns = set()
+    for folder in PRINTED_BY:
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                parts = _template(node)
+                if parts and sum(len(p) for p in parts if p) >= MIN_LITERAL:
+                    regex = "".join(re.escape(p) if p is not None else "(.+?)" for p in parts)
+                    patterns.add(re.sub(r"(\(\.\+\?\))+", "(.+?)", regex))   # two values side by side: one
+    return [re.compile(p, re.S) for p in sorted(patterns)]
+
+
+# A value that is no message of esbperf's own: an address, a count, a command line, or a short
+# reason from the system or a library ("Connection refused", "Permission denied (publickey).").
+PLAIN = re.compile(r"\s*[\w.,:()\[\]/'@+…±-]+(?: [\w.,:()\[\]/'@+…±-]+){0,7}")
+# Where a value joins messages: "; " between them, " (" before a message in brackets.
+JOINS = re.compile(r"(?=; | \()")
+
+
+def is_printed(line: str, patterns: list[re.Pattern]) -> bool:
+    """Whether esbperf prints `line`: a message of the code matches it whole, and each of its values
+    is plain (an address, a count, a short reason) or itself made of messages of the code."""
+    @lru_cache(maxsize=None)
+    def printed(text: str) -> bool:
+        return any(m and all(value(v) for v in m.groups()) for m in (p.fullmatch(text) for p in patterns))
+
+    @lru_cache(maxsize=None)
+    def value(text: str) -> bool:
+        if PLAIN.fullmatch(text):
+            return True
+        cuts = sorted({0, len(text), *(m.start() for m in JOINS.finditer(text))})
+        reach = {0}
+        for end in cuts[1:]:
+            if any(piece(text[start:end]) for start in reach if start < end):
+                reach.add(end)
+        return len(text) in reach and len(cuts) > 2
+
+    def piece(text: str) -> bool:
+        bare = text.removeprefix("; ")
+        return bool(PLAIN.fullmatch(bare)) or printed(text) or printed(bare)
+
+    return printed(line.removeprefix(ERROR))
+
+
+def quoted_lines(text: str) -> list[str]:
+    return [line for lang, body in FENCE.findall(text) if lang == "text" for line in body.splitlines() if line.strip()]
+
+
+def test_every_line_troubleshooting_quotes_is_one_esbperf_prints():
+    quoted = quoted_lines((ROOT / "docs" / "troubleshooting.md").read_text())
+    assert len(quoted) >= 15
+    patterns = message_patterns()
+    assert not [line for line in quoted if not is_printed(line, patterns)]
+
+
+def test_a_line_esbperf_no_longer_prints_fails_the_troubleshooting_check():
+    patterns = message_patterns()
+    assert is_printed("esbperf: error: no java found: install a JDK 17+ or set JAVA_HOME", patterns)
+    assert not is_printed("esbperf: error: no java found: install a JDK 11 or set JAVA_HOME", patterns)
+    assert is_printed("esbperf: error: testbed check found 2 problem(s): 1.2.3.4:80 (echo on ws1) unreachable: "
+                      "Connection refused; ws2's clock is +250 ms off this machine's (limit ±100 ms); "
+                      "synchronise the clocks (NTP/chrony)", patterns)
+    assert not is_printed("esbperf: error: testbed check found 1 problem(s): ws2's clock runs late by 250 ms, "
+                          "please fix it soon", patterns)
+    assert not is_printed("esbperf: error: the frobnicator on ws1 is broken beyond repair today", patterns)
+    assert not is_printed("esbperf: error: `esbperf testbed up` needs root; run it with sudo", patterns)
