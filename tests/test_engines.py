@@ -18,7 +18,7 @@ from esbperf.core import plan as plans, procs, scenarios, topology
 from esbperf.core.errors import EsbperfError
 from esbperf.core.roles import BACKENDS
 from esbperf.run import runner, verify
-from esbperf.services import esb, floors
+from esbperf.services import esb
 from esbperf.testbed import hosts
 
 ESBPERF = [sys.executable, "-m", "esbperf"]
@@ -39,7 +39,7 @@ def one_line_error(result: subprocess.CompletedProcess) -> str:
 def test_every_engine_has_a_port_and_a_target_in_every_shipped_testbed(name):
     tb = topology.load(name)
     ports = tb.hosts["esb"].esb_ports
-    assert list(ports) == list(esb.ENGINES)            # Camel first: the default of `testbed start`
+    assert set(ports) == set(esb.ENGINES) and list(ports)[0] == "camel"   # Camel first: `testbed start`'s default
     assert len(set(ports.values())) == len(ports)
     for engine in esb.ENGINES:
         assert (tb.target(engine).kind, tb.target(engine).esb) == ("esb", engine)
@@ -47,7 +47,7 @@ def test_every_engine_has_a_port_and_a_target_in_every_shipped_testbed(name):
 
 def test_the_floors_serve_the_proxy_scenarios_and_the_esbs_every_one():
     names = scenarios.names()
-    assert esb.ESBS == ["camel", "synapse", "spring-integration"] and esb.FLOORS == ["nginx", "haproxy"]
+    assert esb.ESBS == ["camel", "spring-integration", "synapse"] and esb.FLOORS == ["haproxy", "nginx"]
     for name in esb.FLOORS:
         assert esb.unserved(name, names) == NOT_A_PROXY
     for name in esb.ESBS:
@@ -59,8 +59,8 @@ def test_the_floors_serve_the_proxy_scenarios_and_the_esbs_every_one():
     with pytest.raises(EsbperfError, match=r"^target fast \(floor haproxy\) serves only .*, not xslt"):
         esb.refuse_unserved("fast", "haproxy", ["xslt"])
     esb.refuse_unserved("nginx", "nginx", ["hbr-raw", "proxy"])   # served: no error
-    with pytest.raises(EsbperfError, match=r"^unknown engine 'mule' \(ESBs: camel, synapse, spring-integration; "
-                                           r"floors: nginx, haproxy\)$"):
+    with pytest.raises(EsbperfError, match=r"^unknown engine 'mule' \(ESBs: camel, spring-integration, synapse; "
+                                           r"floors: haproxy, nginx; an engine is a folder with an engine.yaml"):
         esb.engine("mule")
 
 
@@ -140,16 +140,16 @@ def test_verify_checks_what_a_floor_serves():
 @pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
 def test_the_floor_configs_are_valid_and_listen_only_where_told(host, tmp_path):
     backends = {ws: url.replace(HOST, f"[{host}]" if ":" in host else host) for ws, url in NOWHERE.items()}
-    nginx_argv = floors.nginx_command(host, 19318, backends, tmp_path / "nginx", 5000)
+    nginx_argv = esb.command("nginx", host, 19318, backends, tmp_path / "nginx", 5000)
     subprocess.run([*nginx_argv, "-t", "-q"], check=True)
     conf = (tmp_path / "nginx" / "nginx.conf").read_text()
     listen = "[::1]:19318" if host == "::1" else "127.0.0.1:19318"
     assert [line.strip() for line in conf.splitlines() if line.strip().startswith("listen ")] == [f"listen {listen};"]
     assert "proxy_read_timeout 5000ms;" in conf and "keepalive 4096;" in conf
-    haproxy_argv = floors.haproxy_command(host, 19328, backends, tmp_path / "haproxy", 5000)
+    haproxy_argv = esb.command("haproxy", host, 19328, backends, tmp_path / "haproxy", 5000)
     subprocess.run([haproxy_argv[0], "-c", "-q", *haproxy_argv[2:]], check=True)
-    cfg = (tmp_path / "haproxy" / floors.HAPROXY_CONF).read_text()
-    bind = "ipv6@::1:19328" if host == "::1" else "127.0.0.1:19328"
+    cfg = (tmp_path / "haproxy" / "haproxy.cfg").read_text()
+    bind = "[::1]:19328" if host == "::1" else "127.0.0.1:19328"
     assert [line.strip() for line in cfg.splitlines() if line.strip().startswith("bind ")] == [f"bind {bind}"]
     assert not [line for line in cfg.splitlines() if line.strip().startswith("stats")]   # no admin socket or page
     assert "timeout server 5000ms" in cfg
@@ -230,6 +230,28 @@ def _state(pid: int) -> str:
 def test_a_floor_whose_program_is_missing_is_one_line(monkeypatch):
     monkeypatch.setattr(esb.shutil, "which", lambda program: None)
     with pytest.raises(EsbperfError, match=r"^haproxy is not installed on this host \(Debian: apt-get install -y "
-                                           r"haproxy\); it is a floor: without it, leave haproxy out of the "
+                                           r"haproxy\); without it, leave haproxy out of the "
                                            r"testbed's hosts.esb.esb_ports$"):
         esb.esb_process("haproxy", HOST, 19328, NOWHERE)
+
+
+def test_verify_ends_with_a_one_line_verdict(tmp_path):
+    """A target that does not answer: the table, then one line saying how many checks failed and
+    the first one's cause (exit 2). The verdict of a passing target is tests/test_esb.py's."""
+    path = tmp_path / "nowhere.yaml"
+    path.write_text(yaml.safe_dump({
+        "hosts": {"client": {"address": HOST}, "esb": {"address": HOST, "esb_ports": {"camel": 19195}},
+                  **{ws: {"address": HOST, "echo_port": 19191 + i} for i, ws in enumerate(BACKENDS)}},
+        "targets": {"camel": {"kind": "esb"}}}))
+    result = subprocess.run([*ESBPERF, "verify", "--target", "camel", "--testbed", str(path), "--timeout", "2"],
+                            capture_output=True, text=True)
+    verdict = one_line_error(result)
+    assert verdict.startswith("esbperf: error: verify camel: 16 of 16 checks failed (first: proxy ws1: "), verdict
+    assert "Connection refused" in verdict
+
+
+def test_testbed_commands_end_with_the_preflight_and_the_run_of_the_esb_started():
+    lines = subprocess.run([*ESBPERF, "testbed", "commands", "--testbed", "local", "--esb", "synapse"],
+                           capture_output=True, text=True, check=True).stdout.splitlines()
+    assert lines[-2:] == ["esbperf testbed check --testbed local --target synapse",
+                          "esbperf run --plan PLAN --target synapse --target direct --testbed local"]

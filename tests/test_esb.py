@@ -178,6 +178,9 @@ def test_the_verify_command_says_what_a_floor_skips(esb_name, running, tmp_path)
     result = subprocess.run([sys.executable, "-m", "esbperf", "verify", "--target", esb_name, "--testbed",
                              str(testbed.path)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+    served = 8 if esb_name in ESBS else 4
+    assert re.fullmatch(rf"verify {esb_name}: all \d+ checks passed \({served} scenarios\)",
+                        result.stdout.splitlines()[-1]), result.stdout   # the verdict, last
     skipped = [line for line in result.stdout.splitlines() if line.startswith(f"verify {esb_name}: skipped")]
     if esb_name in ESBS:
         assert not skipped
@@ -359,8 +362,8 @@ def test_listens_only_where_told_and_its_monitor_finds_it(esb_name, running):
 
 
 def test_bad_input_is_refused_in_one_line(backends):
-    with pytest.raises(EsbperfError, match=r"unknown engine 'mule' \(ESBs: camel, synapse, spring-integration; "
-                                           r"floors: nginx, haproxy\)"):
+    with pytest.raises(EsbperfError, match=r"unknown engine 'mule' \(ESBs: camel, spring-integration, synapse; "
+                                           r"floors: haproxy, nginx; "):
         esb.esb_process("mule", HOST, 19289, backends)
     with pytest.raises(EsbperfError, match="ESB spring-integration port must be 1-65535"):
         esb.esb_process("spring-integration", HOST, 0, backends)

@@ -25,6 +25,7 @@ class Module:
 
     path: str          # folder, relative to ROOT
     artifact: str      # artifactId = jar name
+    also_from: tuple[str, ...] = ()   # folders outside its own that its jar packages (relative to ROOT)
 
     @property
     def dir(self) -> Path:
@@ -60,11 +61,14 @@ CONTROL_API = Module("console-config/control-api", "control-api")
 HTTP_CLIENT = Module("grinder-scripts/http-client", "http-client")
 MONITOR = Module("agents/monitor", "monitor")
 JAXWS_ECHO = Module("jaxws-echo", "jaxws-echo")
-CAMEL = Module("esb-projects/camel", "esb-camel")
-SYNAPSE = Module("esb-projects/synapse", "esb-synapse")
-SPRING_INTEGRATION = Module("esb-projects/spring-integration", "esb-spring-integration")
+# The framework's own modules; the engines' come from their folders (esbperf/core/engines.py).
+TOOL_MODULES = [GRINDER_HOME, CONTROL_API, HTTP_CLIENT, MONITOR, JAXWS_ECHO]
 
-ALL_MODULES = [GRINDER_HOME, CONTROL_API, HTTP_CLIENT, MONITOR, JAXWS_ECHO, CAMEL, SYNAPSE, SPRING_INTEGRATION]
+
+def all_modules() -> list[Module]:
+    """Every Java module: the framework's, then each JVM engine's."""
+    from esbperf.core import engines   # it reads the engine folders, and needs Module from here
+    return TOOL_MODULES + engines.modules()
 
 CONSOLE_CONFIG = ROOT / "console-config"
 GRINDER_SCRIPTS = ROOT / "grinder-scripts"
@@ -76,7 +80,7 @@ def _stale(module: Module) -> bool:
         return True
     built = out.stat().st_mtime
     # Tests do not change the jar (Maven leaves an unchanged jar untouched), so they do not count.
-    for source_root in (module.dir / "src" / "main", module.dir / "pom.xml"):
+    for source_root in (module.dir / "src" / "main", module.dir / "pom.xml", *(ROOT / p for p in module.also_from)):
         paths = [source_root] if source_root.is_file() else source_root.rglob("*") if source_root.exists() else []
         if any(p.is_file() and p.stat().st_mtime > built for p in paths):
             return True
@@ -88,6 +92,9 @@ def ensure_built(*modules: Module, quiet: bool = True) -> None:
     todo = [m for m in modules if _stale(m)]
     if not todo:
         return
+    for m in todo:
+        if m.also_from and m.jar.exists():
+            m.jar.unlink()   # Maven may not see a change outside the module's folder: build the jar anew
     mvn = shutil.which("mvn")
     if mvn is None:
         raise EsbperfError("Maven (mvn) is not on PATH; install it (Debian: apt-get install maven) and retry")
@@ -104,9 +111,10 @@ def ensure_built(*modules: Module, quiet: bool = True) -> None:
 @click.option("--all", "everything", is_flag=True, help="Rebuild every module even if it looks up to date.")
 def build(everything: bool) -> None:
     """Build the Java modules (Grinder home, control API, echo, ESBs, monitor)."""
+    modules = all_modules()
     if everything:
-        for m in ALL_MODULES:
+        for m in modules:
             if m.built_output().exists():
                 m.built_output().unlink()
-    ensure_built(*ALL_MODULES, quiet=False)
+    ensure_built(*modules, quiet=False)
     click.echo("esbperf: build complete")

@@ -86,4 +86,7 @@ def verify(target_name: str, testbed_name: str | None, only: tuple[str, ...], si
                    f"serves only {', '.join(scenario_names)})")
     failed = [o for o in outcomes if not o.ok]
     if failed:
-        raise EsbperfError(f"{len(failed)} of {len(outcomes)} checks failed for target {target_name}")
+        first = failed[0]
+        raise EsbperfError(f"verify {target_name}: {len(failed)} of {len(outcomes)} checks failed "
+                           f"(first: {first.scenario} {first.backend}: {' '.join(first.detail.split())})")
+    click.echo(f"verify {target_name}: all {len(outcomes)} checks passed ({len(scenario_names)} scenarios)")

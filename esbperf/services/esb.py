@@ -1,38 +1,32 @@
-"""The engines under test (esb-projects/), each started on a given address with the three echo
-back ends it routes to, and stopped: the ESBs — Apache Camel, Apache Synapse, Spring Integration —
-and the floors, nginx and HAProxy as plain reverse proxies (esbperf/services/floors.py). `ENGINES`
-says, once, what each one is: how it is built, how it is started, what tells its process apart
-for the monitor, and which scenarios of the contract it serves.
+"""The engines under test, each started on a given address with the three echo back ends it routes
+to, and stopped: the ESBs (Apache Camel, Apache Synapse, Spring Integration as shipped) and the
+floors (nginx and HAProxy as plain reverse proxies). What each engine is — how it is built and
+started, what tells its process apart for the monitor, which scenarios it serves — is written in
+its own folder, esb-projects/<name>/engine.yaml (esbperf/core/engines.py reads them): nothing here
+names an engine.
 
-Each engine keeps its routes and settings in its own folder; what changes from one run to the
-next (listen address and port, back-end URLs, back-end timeout) is handed over as configuration
-at start, never written into code: system properties for Camel and Spring Integration, a copy of
-Synapse's conf/ with the @TOKENS@ filled in, a config file of ours in the work folder for the
-floors."""
+What changes from one run to the next (listen address and port, back-end URLs, back-end timeout) is
+handed over at start, never written into an engine's folder: the engine's arguments and its config
+files (copied into its work folder) carry @TOKENS@ that are filled here."""
 from __future__ import annotations
 
-import re
 import shutil
 import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 from xml.sax.saxutils import escape
 
 import click
 
-from esbperf.core import procs, topology
+from esbperf.core import engines, procs, topology
 from esbperf.core.config import state_dir
+from esbperf.core.engines import Engine
 from esbperf.core.errors import EsbperfError
-from esbperf.core.project import CAMEL, ROOT, SPRING_INTEGRATION, SYNAPSE, Module, ensure_built
+from esbperf.core.project import ensure_built
 from esbperf.core.roles import BACKENDS
-from esbperf.services import floors
 from esbperf.services import jvm as gc
 
-SHARED = ROOT / "esb-projects" / "shared"
-SYNAPSE_CONF = SYNAPSE.dir / "conf"
 HEAP = "1g"
 # Defence in depth for every XML parser of the JDK the ESBs use: no external DTDs, entities
 # or schemas (every ESB also refuses DOCTYPEs in the messages it parses).
@@ -42,10 +36,22 @@ XML_SAFETY = ["-Djavax.xml.accessExternalDTD=", "-Djavax.xml.accessExternalSchem
 READY_PATH = "/hbr/echo"
 READY_BODY = (b'<soapenv:Envelope xmlns:soapenv="http://schemas.xmlsoap.org/soap/envelope/">'
               b"<soapenv:Body><ready/></soapenv:Body></soapenv:Envelope>")
+SHARED = engines.FOLDER / "shared"
+MAX_CONNECT_MS = 10000      # connecting to a back end is part of the wait, and never longer than this
+SOCKET_SLACK_MS = 10000     # sockets outlive the back-end timeout by this much: the client gets the 504
+
+ENGINES: dict[str, Engine] = engines.load_all()
+ESBS = [name for name, e in ENGINES.items() if e.kind == "ESB"]
+FLOORS = [name for name, e in ENGINES.items() if e.kind == "floor"]
 
 
 def _url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _address(host: str, port: int) -> str:
+    """HOST:PORT as nginx and HAProxy write it (an IPv6 address in brackets)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _check_backends(backends: dict[str, str]) -> dict[str, str]:
@@ -68,99 +74,74 @@ def _check_backends(backends: dict[str, str]) -> dict[str, str]:
     return checked
 
 
-def _system_properties(host: str, port: int, backends: dict[str, str], timeout_ms: int) -> list[str]:
-    """The settings Camel and Spring Integration read as system properties."""
-    settings = {
-        "esb.host": f"[{host}]" if ":" in host else host,   # it goes into http://HOST:PORT URIs
-        "esb.port": port,
-        **{f"backend.{ws}": url for ws, url in backends.items()},
-        "backend.timeout.ms": timeout_ms,
-        "backend.connect-timeout.ms": floors.connect_timeout_ms(timeout_ms),
-    }
-    return ["-D%s=%s" % item for item in settings.items()]
+def connect_timeout_ms(timeout_ms: int) -> int:
+    """How long any engine may take to connect to a back end: connecting is part of the wait, never
+    longer than the back-end timeout, and at most 10 s."""
+    return min(timeout_ms, MAX_CONNECT_MS)
 
 
-def _camel(host: str, port: int, backends: dict[str, str], workdir: Path, timeout_ms: int) -> list[str]:
-    return [*_system_properties(host, port, backends, timeout_ms), "-cp", CAMEL.classpath(), CAMEL_MAIN]
-
-
-def _spring_integration(host: str, port: int, backends: dict[str, str], workdir: Path, timeout_ms: int) -> list[str]:
-    return [*_system_properties(host, port, backends, timeout_ms), "-cp", SPRING_INTEGRATION.classpath(),
-            SPRING_INTEGRATION_MAIN]
-
-
-def _synapse(host: str, port: int, backends: dict[str, str], workdir: Path, timeout_ms: int) -> list[str]:
-    tokens = {
-        "@ESB_HOST@": host, "@ESB_PORT@": str(port),
+def tokens(e: Engine, host: str, port: int, backends: dict[str, str], workdir: Path, timeout_ms: int) -> dict[str, str]:
+    """The value of every @TOKEN@ an engine's arguments and config files may name (engines.TOKENS)."""
+    values = {
+        "@ESB_HOST@": host, "@ESB_URL_HOST@": f"[{host}]" if ":" in host else host, "@ESB_PORT@": str(port),
+        "@ESB_ADDRESS@": _address(host, port),
         **{f"@{ws.upper()}@": url for ws, url in backends.items()},
-        "@BACKEND_TIMEOUT_MS@": str(timeout_ms),
-        # Sockets outlive the endpoint timeout so that the client gets the 504, not a reset.
-        "@SOCKET_TIMEOUT_MS@": str(timeout_ms + 10000),
-        "@XSLT_URL@": (SHARED / "xslt").as_uri(),
+        **{f"@{ws.upper()}_ADDRESS@": _address(urllib.parse.urlsplit(url).hostname, urllib.parse.urlsplit(url).port or 80)
+           for ws, url in backends.items()},
+        "@BACKEND_TIMEOUT_MS@": str(timeout_ms), "@CONNECT_TIMEOUT_MS@": str(connect_timeout_ms(timeout_ms)),
+        "@SOCKET_TIMEOUT_MS@": str(timeout_ms + SOCKET_SLACK_MS),
+        "@WORK@": str(workdir), "@ENGINE@": str(e.folder), "@SHARED_URL@": SHARED.as_uri(),
     }
-    conf = workdir / "conf"
-    conf.mkdir(parents=True, exist_ok=True)
-    (workdir / "repository").mkdir(exist_ok=True)
-    for source in sorted(SYNAPSE_CONF.iterdir()):
-        text = source.read_text()
-        for token, value in tokens.items():
-            text = text.replace(token, escape(value, {'"': "&quot;"}) if source.suffix == ".xml" else value)
-        left = re.search(r"@[A-Z0-9_]+@", text)
-        if left:
-            raise EsbperfError(f"{source}: no value for {left.group(0)}")
-        (conf / source.name).write_text(text)
-    return [f"-Dconf.location={conf}",
-            # Saxon-HE for XSLT 3.0 (parse-json), not whichever TransformerFactory comes first.
-            "-Djavax.xml.transform.TransformerFactory=net.sf.saxon.TransformerFactoryImpl",
-            "-cp", SYNAPSE.classpath(), SYNAPSE_MAIN,
-            str(workdir / "repository"), str(conf / "axis2.xml"), str(workdir), str(conf / "synapse.xml"),
-            str(workdir)]
+    assert set(values) == set(engines.TOKENS)
+    return values
 
 
-# The main classes: how each JVM is started, and what tells its process apart.
-CAMEL_MAIN = "org.apache.camel.main.Main"
-SYNAPSE_MAIN = "org.apache.synapse.SynapseServer"
-SPRING_INTEGRATION_MAIN = "esbperf.springintegration.EsbApplication"
-# (host, port, back-end URLs, work folder, back-end timeout in ms) -> the arguments of the command
-Arguments = Callable[[str, int, dict[str, str], Path, int], list[str]]
+def _fill(text: str, values: dict[str, str], where: Path | str, xml: bool = False) -> str:
+    for token, value in values.items():
+        text = text.replace(token, escape(value, {'"': "&quot;"}) if xml else value)
+    left = engines.TOKEN.search(text)
+    if left:
+        raise EsbperfError(f"{where}: no value for {left.group(0)} (esbperf fills {', '.join(engines.TOKENS)})")
+    return text
 
 
-@dataclass(frozen=True)
-class Engine:
-    """What sits between the client and the back ends (a target of kind `esb`): an ESB, or a floor
-    — a plain reverse proxy, drawn beside the ESBs to show what the least work there costs."""
-
-    name: str
-    kind: str                        # "ESB" or "floor", as messages and docs say it
-    match: str                       # text of its process's command line (the monitor's --match)
-    arguments: Arguments             # JVM: its arguments after the common ones; floor: its whole command
-    module: Module | None = None     # JVM engines: the Maven module that builds it
-    program: str | None = None       # floors: the Debian-packaged program it runs
-    serves: tuple[str, ...] | None = None   # the contract's scenarios it serves; None: every one
-    start_timeout_s: float = 90      # until it answers, on a busy machine
-    packages_shared: bool = False    # its jar holds esb-projects/shared (rebuilt when that changes)
-
-    @property
-    def what(self) -> str:
-        """How a message names it: "ESB camel", "floor nginx"."""
-        return f"{self.kind} {self.name}"
+def _copy_config(e: Engine, values: dict[str, str], workdir: Path) -> None:
+    """The engine's config files and folders, copied into its work folder with their tokens filled."""
+    for entry in e.config:
+        source = e.folder / entry
+        files = [source] if source.is_file() else sorted(p for p in source.rglob("*") if p.is_file())
+        for f in files:
+            target = workdir / f.relative_to(e.folder)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            data = f.read_bytes()
+            if engines.TOKEN.search(data.decode("utf-8", errors="replace")):
+                data = _fill(data.decode("utf-8"), values, f, xml=f.suffix == ".xml").encode("utf-8")
+            target.write_bytes(data)
+    for folder in e.folders:
+        (workdir / folder).mkdir(parents=True, exist_ok=True)
 
 
-ENGINES: dict[str, Engine] = {e.name: e for e in [
-    Engine("camel", "ESB", CAMEL_MAIN, _camel, module=CAMEL, packages_shared=True),
-    Engine("synapse", "ESB", SYNAPSE_MAIN, _synapse, module=SYNAPSE),
-    # Spring Boot, Tomcat and Saxon: 6-8 s on an idle 2-core machine, 20 s and more on a busy one.
-    Engine("spring-integration", "ESB", SPRING_INTEGRATION_MAIN, _spring_integration, module=SPRING_INTEGRATION,
-           start_timeout_s=120, packages_shared=True),
-    # nginx rewrites its processes' titles: "nginx: master process …", "nginx: worker process".
-    Engine("nginx", "floor", "nginx:", floors.nginx_command, program="nginx", serves=floors.SCENARIOS,
-           start_timeout_s=10),
-    Engine("haproxy", "floor", "haproxy -db -f", floors.haproxy_command, program="haproxy",
-           serves=floors.SCENARIOS, start_timeout_s=10),
-]}
-ESBS = [name for name, e in ENGINES.items() if e.kind == "ESB"]
-FLOORS = [name for name, e in ENGINES.items() if e.kind == "floor"]
-JVM_MODULES = {name: e.module for name, e in ENGINES.items() if e.module}
+def command(name: str, host: str, port: int, backends: dict[str, str], workdir: Path, timeout_ms: int,
+            heap_limit: str | None = None) -> list[str]:
+    """Prepare the engine's work folder (its config copies, its folders) and return the command that
+    runs it in the foreground: a JVM engine's java with esbperf's options first, or its program."""
+    e = engine(name)
+    workdir.mkdir(parents=True, exist_ok=True)
+    values = tokens(e, host, port, backends, workdir, timeout_ms)
+    _copy_config(e, values, workdir)
+    arguments = [_fill(a, values, e.folder / engines.FILE) for a in e.arguments]
+    if e.module:
+        return [procs.java_executable(), heap_limit or f"-Xmx{HEAP}", "-XX:+ExitOnOutOfMemoryError",
+                *gc.jvm_options(gc.log_path(workdir)), *XML_SAFETY,
+                *(_fill(o, values, e.folder / engines.FILE) for o in e.jvm_options),
+                "-cp", e.module.classpath(), e.main, *arguments]
+    for path in [workdir, *workdir.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)   # a program's workers may run unprivileged (nginx as root)
+    argv = [e.program, *arguments]
+    if e.parent_death_signal != "KILL" and shutil.which("setpriv"):
+        # util-linux's setpriv sets the signal, then execs the program (procs.Process would send KILL).
+        argv = ["setpriv", "--pdeathsig", e.parent_death_signal, *argv]
+    return argv
 
 
 def known() -> str:
@@ -172,7 +153,8 @@ def engine(name: str) -> Engine:
     try:
         return ENGINES[name]
     except KeyError:
-        raise EsbperfError(f"unknown engine '{name}' ({known()})") from None
+        raise EsbperfError(f"unknown engine '{name}' ({known()}; an engine is a folder with an "
+                           f"engine.yaml: esb-projects/README.md)") from None
 
 
 def unserved(name: str, scenarios: list[str]) -> list[str]:
@@ -190,18 +172,9 @@ def refuse_unserved(target: str, name: str, scenarios: list[str]) -> None:
     missing = unserved(name, scenarios)
     if missing:
         e = ENGINES[name]
-        what = f"a {e.kind}" if target == name else e.what
+        what = ("an " if e.kind[0] in "AEIOU" else "a ") + e.kind if target == name else e.what
         raise EsbperfError(f"target {target} ({what}) serves only {', '.join(e.serves)}, not {', '.join(missing)}: "
                            "leave those scenarios out (the plan's scenarios, --scenario) or leave out the target")
-
-
-def _shared_newer_than(module: Module) -> bool:
-    """The shared stylesheets are packaged into the Camel and Spring Integration jars;
-    project.ensure_built only looks at the module's own folder."""
-    if not module.jar.exists():
-        return False
-    built = module.jar.stat().st_mtime
-    return any(p.is_file() and p.stat().st_mtime > built for p in SHARED.rglob("*"))
 
 
 def esb_process(name: str, host: str, port: int, backends: dict[str, str], workdir: Path | None = None,
@@ -209,7 +182,7 @@ def esb_process(name: str, host: str, port: int, backends: dict[str, str], workd
     """An engine (not started yet: an ESB or a floor) listening on host:port only, routing to the
     back ends {ws1: URL, ws2: URL, ws3: URL}; a back end that takes longer than
     backend_timeout_s gets the client an error answer. A JVM logs its collections to `gc.log` in
-    its workdir (`heap`: its heap limit; a floor has none)."""
+    its workdir (`heap`: its heap limit; a program engine has none)."""
     e = engine(name)
     if not 1 <= port <= 65535:
         raise EsbperfError(f"{e.what} port must be 1-65535, got {port}")
@@ -219,7 +192,7 @@ def esb_process(name: str, host: str, port: int, backends: dict[str, str], workd
     heap_limit = gc.heap_option(heap, "ESB") if e.module else None
     if e.program and shutil.which(e.program) is None:
         raise EsbperfError(f"{e.program} is not installed on this host (Debian: apt-get install -y {e.program}); "
-                           f"it is a floor: without it, leave {name} out of the testbed's hosts.esb.esb_ports")
+                           f"without it, leave {name} out of the testbed's hosts.esb.esb_ports")
     procs.check_port_free(host, port, e.what)
     workdir = Path(workdir or state_dir() / "esb" / f"{name}-{port}")
     workdir.mkdir(parents=True, exist_ok=True)
@@ -227,15 +200,9 @@ def esb_process(name: str, host: str, port: int, backends: dict[str, str], workd
     if log.exists():
         log.unlink()   # one run per log, so its tail is this run's
     if e.module:
-        if e.packages_shared and _shared_newer_than(e.module):
-            e.module.jar.unlink()
         ensure_built(e.module)
-        gc_log = gc.log_path(workdir)
-        argv = [procs.java_executable(), heap_limit, "-XX:+ExitOnOutOfMemoryError", *gc.jvm_options(gc_log),
-                *XML_SAFETY, *e.arguments(host, port, backends, workdir, backend_timeout_s * 1000)]
-        gc.mention(log, gc_log)
-    else:
-        argv = e.arguments(host, port, backends, workdir, backend_timeout_s * 1000)
+        gc.mention(log, gc.log_path(workdir))
+    argv = command(name, host, port, backends, workdir, backend_timeout_s * 1000, heap_limit)
     return procs.Process(f"esb {name}", argv, log, cwd=workdir)
 
 
@@ -291,9 +258,9 @@ def parse_backends(text: str) -> dict[str, str]:
               help="A back end slower than this gets the client an error (504).")
 def esb(name: str, testbed_name: str | None, listen: str | None, backends: str | None,
         backend_timeout_s: int) -> None:
-    """Start what sits between client and back ends on the esb host: an ESB under test (camel,
-    synapse, spring-integration) or a floor, a plain reverse proxy (nginx, haproxy); Ctrl-C or
-    SIGTERM stops it."""
+    """Start what sits between client and back ends on the esb host: an ESB under test or a floor,
+    a plain reverse proxy (each a folder of esb-projects/ with its engine.yaml); Ctrl-C or SIGTERM
+    stops it."""
     e = engine(name)
     testbed = topology.load(testbed_name)
     if listen:
@@ -309,7 +276,8 @@ def esb(name: str, testbed_name: str | None, listen: str | None, backends: str |
 
     def banner() -> None:
         process.wait_until(lambda: answers(host, port), e.start_timeout_s, "answering")
-        runs = f"heap {HEAP}" if e.module else f"{e.program}, serving {', '.join(e.serves)}"
+        runs = ", ".join([f"heap {HEAP}" if e.module else e.program]
+                         + ([f"serving {', '.join(e.serves)}"] if e.serves else []))
         click.echo(f"esb {name}: {e.what} listening at {_url(host, port)} ({runs}), routing to "
                    + ", ".join(f"{ws} {url}" for ws, url in urls.items()))
         gc_log = f"; GC log {gc.log_path(process.cwd)}" if e.module else ""

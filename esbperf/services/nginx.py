@@ -1,6 +1,6 @@
-"""nginx with a configuration of ours: the benchmarks' reference (fixed answers, or a plain reverse
-proxy) and the nginx floor (esbperf/services/floors.py). Its own config and folders under a work
-folder, in the foreground, on the one address it is given, started and stopped like our JVMs."""
+"""nginx with a configuration of ours, the benchmarks' reference (fixed answers, or a plain reverse
+proxy; the nginx floor is an engine folder, esb-projects/nginx/). Its own config and folders under a
+work folder, in the foreground, on the one address it is given, started and stopped like our JVMs."""
 from __future__ import annotations
 
 import shutil

@@ -189,8 +189,13 @@ def commands_command(testbed_name: str, esb: str | None) -> None:
         click.echo(f"# {role} ({host.address}{', namespace ' + tb.netns(role) if tb.emulated else ''})")
         for argv in argvs:
             click.echo(shlex.join(argv))
+    # The preflight probes the ESB that was started, not every port of the file (one runs at a time).
+    started = hosts.engines_on_esb_host(tb, esb, floors=False)
+    target = ["--target", started[0]] if started and started[0] in tb.targets else []
     click.echo("# then, on the client: the preflight, and the run")
-    click.echo(shlex.join(["esbperf", "testbed", "check", "--testbed", testbed_name]))
+    click.echo(shlex.join(["esbperf", "testbed", "check", "--testbed", testbed_name, *target]))
+    baseline = ["--target", "direct"] if "direct" in tb.targets else []
+    click.echo(shlex.join(["esbperf", "run", "--plan", "PLAN", *target, *baseline, "--testbed", testbed_name]))
 
 
 @testbed.command("fault")

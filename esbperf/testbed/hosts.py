@@ -64,7 +64,7 @@ def engines_on_esb_host(testbed: Testbed, esb: str | None, floors: bool) -> list
     `floors` every floor the testbed gives a port, so a run can draw them beside it."""
     ports = testbed.hosts["esb"].esb_ports
     chosen = [esb] if esb else list(ports)[:1]
-    return chosen + [name for name in FLOORS if floors and name in ports and name not in chosen]
+    return chosen + [name for name in ports if floors and name in FLOORS and name not in chosen]
 
 
 def plan(testbed: Testbed, esb: str | None, testbed_arg: Callable[[str], str], watch: bool = True,

@@ -25,7 +25,7 @@ from typing import Callable
 
 from esbperf.core.config import state_dir
 from esbperf.core.errors import EsbperfError
-from esbperf.core.project import ALL_MODULES, ROOT, ensure_built
+from esbperf.core.project import ROOT, all_modules, ensure_built
 from esbperf.core.topology import Testbed
 from esbperf.testbed.ssh import PYLIB, PYTHON, STATE, Ssh, last_line, rsync
 
@@ -169,7 +169,7 @@ def install(testbed: Testbed, echo: Callable[[str], None] = print) -> list[str]:
     if not roles:
         raise EsbperfError(f"{testbed.path}: no host has ssh:, so there is nothing to install "
                            "(the hosts without ssh run this machine's esbperf)")
-    ensure_built(*ALL_MODULES)
+    ensure_built(*all_modules())
     extra = bundle()
 
     def one(role: str) -> str | EsbperfError:

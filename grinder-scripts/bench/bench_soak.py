@@ -54,7 +54,7 @@ from pathlib import Path
 import yaml
 
 from esbperf.analysis.stats import t_quantile
-from esbperf.core import procs, topology
+from esbperf.core import procs, roles, topology
 from esbperf.core.project import CONSOLE_CONFIG
 from esbperf.results import layout
 from esbperf.testbed import down, services, up
@@ -270,7 +270,7 @@ def main() -> int:
                         series.setdefault(name, Series(name)).samples.append((t, *stat))
                     disk.append((t, {"run folder": disk_bytes(results),
                                      **{f"state {role}": disk_bytes(services.state_dir_of(services_dir, role))
-                                        for role in ("client", "esb", "ws1", "ws2", "ws3")}}))
+                                        for role in roles.ordered(testbed.hosts)}}))
                 stop.wait(1.0)
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()

@@ -1,0 +1,222 @@
+"""The engines under test, each a folder: `esb-projects/<name>/engine.yaml` says what the engine is
+and how esbperf starts, recognises and checks it. Adding an ESB is adding a folder (or naming one
+outside the checkout in $ESBPERF_ENGINES); nothing in esbperf/ names an engine.
+
+    kind: ESB                   # or floor: a plain reverse proxy drawn beside the ESBs
+    match: org.apache.camel.main.Main   # text of its process's command line (the monitor's --match)
+    serves: [proxy, hbr]        # the contract's scenarios it serves; default: every one
+    start_timeout_s: 90         # how long it may take to answer once started
+    java:                       # a JVM engine, built by the Maven module of its folder ...
+      module: esb-camel         #   its artifactId (target/esb-camel.jar, target/lib/*)
+      also_packages: [../shared]   # folders outside its own that its jar holds (a change rebuilds it)
+      options: [-Desb.port=@ESB_PORT@]   # JVM options after esbperf's own (heap, GC log, XML safety)
+      main: org.apache.camel.main.Main
+      arguments: []             #   after the main class
+    command: [nginx, -c, "@WORK@/nginx.conf"]   # ... or a program on PATH and its arguments
+    parent_death_signal: TERM   # the signal it gets when the command that started it dies (default KILL)
+    config: [conf]              # files or folders of its folder, copied into its work folder
+    folders: [repository]       # empty folders made in its work folder
+
+Its arguments and config files carry @TOKENS@ that esbperf fills at each start (`TOKENS`; values are
+XML-escaped in files whose names end in .xml); a token left unfilled is an error naming the file."""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from esbperf.core import scenarios
+from esbperf.core.config import load_yaml
+from esbperf.core.errors import EsbperfError
+from esbperf.core.project import ROOT, Module
+from esbperf.core.roles import BACKENDS
+
+FOLDER = ROOT / "esb-projects"
+ENV = "ESBPERF_ENGINES"   # further engine folders (or folders of them), separated like PATH
+FILE = "engine.yaml"
+KINDS = ("ESB", "floor")
+NAME = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
+TOKEN = re.compile(r"@[A-Z0-9_]+@")
+SIGNALS = ("TERM", "INT", "HUP", "KILL")
+# What an engine's arguments and config files may name, filled at each start (esbperf/services/esb.py).
+TOKENS = {
+    "@ESB_HOST@": "the address to listen on (an IPv6 address without brackets)",
+    "@ESB_URL_HOST@": "the same as it goes into a URL (an IPv6 address in brackets)",
+    "@ESB_PORT@": "the port to listen on",
+    "@ESB_ADDRESS@": "HOST:PORT to listen on ([::1]:PORT for IPv6)",
+    **{f"@{ws.upper()}@": f"{ws}'s base URL (http://HOST:PORT)" for ws in BACKENDS},
+    **{f"@{ws.upper()}_ADDRESS@": f"{ws}'s HOST:PORT ([::1]:PORT for IPv6)" for ws in BACKENDS},
+    "@BACKEND_TIMEOUT_MS@": "how long a back end may take to answer before the client gets a 504",
+    "@CONNECT_TIMEOUT_MS@": "how long connecting to a back end may take: the back-end timeout, at most 10 s",
+    "@SOCKET_TIMEOUT_MS@": "the back-end timeout + 10 s: sockets outlive it, so the client gets the 504, not a reset",
+    "@WORK@": "the engine's work folder (its config copies, its log)",
+    "@ENGINE@": "the engine's own folder",
+    "@SHARED_URL@": "esb-projects/shared as a file: URL (the contract's stylesheets are in its xslt/)",
+}
+FIELDS = ("kind", "match", "serves", "start_timeout_s", "java", "command", "parent_death_signal", "config", "folders")
+JAVA_FIELDS = ("module", "also_packages", "options", "main", "arguments")
+
+
+@dataclass(frozen=True)
+class Engine:
+    """What sits between the client and the back ends (a target of kind `esb`): an ESB, or a floor
+    — a plain reverse proxy, drawn beside the ESBs to show what the least work there costs."""
+
+    name: str
+    folder: Path
+    kind: str                             # "ESB" or "floor", as messages and docs say it
+    match: str                            # text of its process's command line (the monitor's --match)
+    serves: tuple[str, ...] | None        # the contract's scenarios it serves; None: every one
+    start_timeout_s: float                # until it answers, on a busy machine
+    module: Module | None                 # a JVM engine: the Maven module that builds it
+    jvm_options: tuple[str, ...]
+    main: str | None
+    arguments: tuple[str, ...]            # a JVM engine: after the main class; else the program's
+    program: str | None                   # a program engine: what runs (on PATH)
+    parent_death_signal: str
+    config: tuple[str, ...]
+    folders: tuple[str, ...]
+
+    @property
+    def what(self) -> str:
+        """How a message names it: "ESB camel", "floor nginx"."""
+        return f"{self.kind} {self.name}"
+
+
+def _strings(value, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, (str, int, float)) and not isinstance(v, bool)
+                                              for v in value):
+        raise EsbperfError(f"{where} must be a list of strings, got {value!r}")
+    return tuple(str(v) for v in value)
+
+
+def _tokens_known(values: tuple[str, ...], where: str) -> None:
+    unknown = sorted({t for v in values for t in TOKEN.findall(v)} - set(TOKENS))
+    if unknown:
+        raise EsbperfError(f"{where} names {', '.join(unknown)}, which esbperf does not fill "
+                           f"(it fills {', '.join(TOKENS)})")
+
+
+def _inside(folder: Path, relative: str, where: str) -> str:
+    """`relative`, a file or folder of the engine's folder (no absolute path, nothing above it)."""
+    path = Path(relative)
+    if path.is_absolute() or ".." in path.parts or not (folder / path).exists():
+        raise EsbperfError(f"{where}: {relative!r} is not a file or folder of {folder}")
+    return relative
+
+
+def read(folder: Path) -> Engine:
+    """The engine described by `folder`/engine.yaml; a one-line error naming the file and the field."""
+    path = folder / FILE
+    data = load_yaml(path)
+    name = folder.name
+    if not NAME.match(name):
+        raise EsbperfError(f"{path}: an engine's folder name is its name: lowercase letters, digits and '-', "
+                           f"starting with a letter, got {name!r}")
+    unknown = [k for k in data if k not in FIELDS]
+    if unknown:
+        raise EsbperfError(f"{path}: unknown field '{unknown[0]}' (allowed: {', '.join(FIELDS)})")
+    kind = data.get("kind")
+    if kind not in KINDS:
+        raise EsbperfError(f"{path}: kind must be {' or '.join(KINDS)}, got {kind!r}")
+    match = data.get("match")
+    if not isinstance(match, str) or not match.strip():
+        raise EsbperfError(f"{path}: match must be a text of the engine's process command line, got {match!r}")
+    serves = data.get("serves")
+    if serves is not None:
+        serves = _strings(serves, f"{path}: serves")
+        known = scenarios.names()
+        wrong = [s for s in serves if s not in known]
+        if wrong or not serves:
+            raise EsbperfError(f"{path}: serves names {wrong[0] if wrong else 'nothing'}; "
+                               f"the contract's scenarios are {', '.join(known)}")
+    timeout = data.get("start_timeout_s", 90)
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
+        raise EsbperfError(f"{path}: start_timeout_s must be seconds (0-3600), got {timeout!r}")
+    signal = data.get("parent_death_signal", "KILL")
+    if signal not in SIGNALS:
+        raise EsbperfError(f"{path}: parent_death_signal must be one of {', '.join(SIGNALS)}, got {signal!r}")
+    config = tuple(_inside(folder, c, f"{path}: config") for c in _strings(data.get("config", []), f"{path}: config"))
+    folders = _strings(data.get("folders", []), f"{path}: folders")
+    if any(Path(f).is_absolute() or ".." in Path(f).parts for f in folders):
+        raise EsbperfError(f"{path}: folders are made inside the work folder: no absolute path, no '..'")
+    java, command = data.get("java"), data.get("command")
+    if (java is None) == (command is None):
+        raise EsbperfError(f"{path}: give either java (a JVM engine built by its Maven module) or command "
+                           "(a program and its arguments)")
+    module, options, main, arguments, program = None, (), None, (), None
+    if java is not None:
+        if not isinstance(java, dict):
+            raise EsbperfError(f"{path}: java must be a mapping ({', '.join(JAVA_FIELDS)})")
+        unknown = [k for k in java if k not in JAVA_FIELDS]
+        if unknown:
+            raise EsbperfError(f"{path}: unknown field 'java.{unknown[0]}' (allowed: {', '.join(JAVA_FIELDS)})")
+        artifact, main = java.get("module"), java.get("main")
+        if not isinstance(artifact, str) or not NAME.match(artifact) or not (folder / "pom.xml").is_file():
+            raise EsbperfError(f"{path}: java.module must be the artifactId of the Maven module in {folder} "
+                               f"(its pom.xml), got {artifact!r}")
+        if not isinstance(main, str) or not re.fullmatch(r"[\w$.]+", main):
+            raise EsbperfError(f"{path}: java.main must be the main class, got {main!r}")
+        try:
+            relative = folder.resolve().relative_to(ROOT)
+        except ValueError:
+            raise EsbperfError(f"{path}: a JVM engine is built by the checkout's Maven reactor, so its folder must "
+                               f"be in {ROOT} (and a module of its pom.xml)") from None
+        also = []
+        for entry in _strings(java.get("also_packages", []), f"{path}: java.also_packages"):
+            target = (folder / entry).resolve()
+            if not target.exists() or not target.is_relative_to(ROOT):
+                raise EsbperfError(f"{path}: java.also_packages: {entry} is not a folder of the checkout")
+            also.append(target.relative_to(ROOT).as_posix())
+        module = Module(relative.as_posix(), artifact, tuple(also))
+        options = _strings(java.get("options", []), f"{path}: java.options")
+        arguments = _strings(java.get("arguments", []), f"{path}: java.arguments")
+        _tokens_known(options + arguments, f"{path}: java")
+    else:
+        command = _strings(command, f"{path}: command")
+        if not command or not re.fullmatch(r"[\w.+-]+", command[0]):
+            raise EsbperfError(f"{path}: command must start with a program on PATH (a name, not a path), "
+                               f"got {command[:1]!r}")
+        program, arguments = command[0], command[1:]
+        _tokens_known(arguments, f"{path}: command")
+    return Engine(name, folder, kind, match, serves, float(timeout), module, options, main, arguments, program,
+                  signal, config, folders)
+
+
+def folders() -> list[Path]:
+    """Every engine folder: esb-projects/*/ holding an engine.yaml, then those $ESBPERF_ENGINES names
+    (each an engine folder, or a folder of them)."""
+    found = [p.parent for p in sorted(FOLDER.glob(f"*/{FILE}"))]
+    for entry in filter(None, os.environ.get(ENV, "").split(os.pathsep)):
+        place = Path(entry).expanduser().resolve()
+        if (place / FILE).is_file():
+            found.append(place)
+        elif place.is_dir():
+            found += [p.parent for p in sorted(place.glob(f"*/{FILE}"))]
+        else:
+            raise EsbperfError(f"${ENV}: {entry} is not a folder")
+    return found
+
+
+def load_all() -> dict[str, Engine]:
+    """Every engine by name, the ESBs first, then the floors, each in name order; a name given by two
+    folders is a one-line error naming both."""
+    return _load_all(os.environ.get(ENV, ""))
+
+
+@lru_cache(maxsize=4)
+def _load_all(_env: str) -> dict[str, Engine]:
+    engines: dict[str, Engine] = {}
+    for folder in folders():
+        engine = read(folder)
+        if engine.name in engines:
+            raise EsbperfError(f"two engines are called '{engine.name}': {engines[engine.name].folder} and {folder}")
+        engines[engine.name] = engine
+    return {e.name: e for e in sorted(engines.values(), key=lambda e: (KINDS.index(e.kind), e.name))}
+
+
+def modules() -> list[Module]:
+    """The Maven modules of the JVM engines."""
+    return [e.module for e in load_all().values() if e.module]
