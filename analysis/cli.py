@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import click
+import polars as pl
 
 from esbperf.analysis.gate import ABSOLUTE_OPTIONS, RELATIVE_OPTIONS, LimitOption
 
@@ -38,6 +39,12 @@ def _done(out: Path, analysis) -> None:
                f"{len(analysis.graphs)} graph(s)")
     for w in analysis.warnings:
         click.echo(f"  warning: {w}")
+    ratios = analysis.ratios
+    if ratios is not None and "valid" in ratios.columns:
+        invalid = ratios.filter((pl.col("valid") != "yes") | (pl.col("valid_reference") != "yes")).height
+        if invalid:
+            click.echo(f"esbperf: {invalid} of {ratios.height} compared step(s) hold a step that is not a valid "
+                       "measurement (ratios.csv `valid`, `valid_reference`; the report's ratio table)")
     click.echo(f"esbperf: report in {out / 'report.html'}")
 
 
@@ -71,6 +78,10 @@ def _report_and_gate(runs: tuple[Path, ...], out: Path | None, compare: bool, ju
     for v in verdicts:
         if v.failed:
             click.echo(f"  FAIL {v.message}")
+    invalid = sum(bool(v.invalid) for v in verdicts)
+    if invalid:
+        click.echo(f"esbperf: {invalid} check(s) judged a step that is not a valid measurement (a validity warning "
+                   "names it; their messages say which)")
     written = [str(p) for p in (junit, markdown) if p]
     click.echo(f"esbperf: {gate.headline(verdicts)}" + (f"; written to {', '.join(written)}" if written else ""))
     if any(v.failed for v in verdicts):

@@ -87,7 +87,8 @@ def require_series(runs: list[Run]) -> None:
 def ratios(agg: pl.DataFrame, runs: list[Run]) -> pl.DataFrame:
     """Every series against the reference: figures side by side and their ratio (series / reference)."""
     ref_run, ref_target = reference_series(runs)
-    columns = [*STEP_KEYS, "payload_label", "run", "target", *RATIO_FIGURES]
+    verdicts = ["valid"] if "valid" in agg.columns else []     # stats.aggregate_verdicts
+    columns = [*STEP_KEYS, "payload_label", "run", "target", *RATIO_FIGURES, *verdicts]
     ref = agg.filter((pl.col("run") == ref_run) & (pl.col("target") == ref_target)).select(columns)
     frames = []
     for run in runs:
@@ -104,4 +105,5 @@ def ratios(agg: pl.DataFrame, runs: list[Run]) -> pl.DataFrame:
     order = [*STEP_KEYS, "payload_label", "run", "target", "run_reference", "target_reference"]
     out = pl.concat(frames, how="diagonal_relaxed")
     rest = [c for f in RATIO_FIGURES for c in (f, f"{f}_reference", f"{f}_ratio")]
+    rest += [c for v in verdicts for c in (v, f"{v}_reference")]
     return out.select(order + rest).sort("scenario", "payload_bytes", "users", "rate", "run", "target", nulls_last=False)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Protocol
 from xml.sax.saxutils import escape, quoteattr
@@ -32,6 +32,7 @@ import polars as pl
 
 from esbperf.analysis.stats import KEYS, PERCENTILES, StepHistograms, distribution_figures, t_quantile
 from esbperf.core.errors import EsbperfError
+from esbperf.core.steady import min_transactions
 from esbperf.results.histogram import Histogram
 
 # What defines a step across runs (and the Grinder test, for a user's script of several).
@@ -136,6 +137,7 @@ class Verdict:
     significant: bool | None      # relative: outside the noise; None: no noise estimate, or absolute
     failed: bool
     message: str
+    invalid: str = ""             # what a validity warning says of a step judged (summary.csv `valid`)
 
     @property
     def name(self) -> str:
@@ -304,7 +306,21 @@ def _noise(limit: Limit, base: _Step, new: _Step, moved: float) -> tuple[bool | 
     return abs(moved) > half, f"noise ±{half:.3g} by Student's t over the iterations"
 
 
+def unmeasured(limit: Limit, parts: dict[str, StepHistograms | None]) -> str:
+    """Why a percentile limit cannot judge a step: `<p> not measured: n transactions in <where>, a
+    <p> needs m` (stats.describe leaves a percentile from too few values empty), or ""."""
+    p = PERCENTILE_FIGURES.get(limit.figure)
+    if p is None:
+        return ""
+    short = [f"{h.response.n} transactions in {where}" for where, h in parts.items()
+             if h is not None and 0 < h.response.n < min_transactions(p)]
+    return f"{limit.label} not measured: {', '.join(short)}, a {limit.label} needs {min_transactions(p)}" if short else ""
+
+
 def _judge_relative(limit: Limit, run: str, step: str, base: _Step, new: _Step | None) -> Verdict:
+    why = unmeasured(limit, {"the base run": base.pooled, "the new run": None if new is None else new.pooled})
+    if why:
+        return Verdict(run, step, limit, None, None, None, None, False, f"{run}: {step}: {why}; not judged")
     a = base.figure(limit.figure)
     b = None if new is None else new.figure(limit.figure)
     if b is None:
@@ -355,7 +371,8 @@ def compare_runs(data: Figures, base_run: str, new_run: str, limits: list[Limit]
         mine = _Step(base_step, _pooled(data, base_step))
         theirs = None if new_step.is_empty() else _Step(new_step, _pooled(data, new_step))
         name = step_name(base_step.row(0, named=True))
-        verdicts += [_judge_relative(limit, new_run, name, mine, theirs) for limit in limits]
+        invalid = invalid_steps({"the base run": base_step, "the new run": new_step})
+        verdicts += [_noted(_judge_relative(limit, new_run, name, mine, theirs), invalid) for limit in limits]
     if not compared:
         raise EsbperfError(f"nothing compared: {new_run} has no step in common with {base_run} (steps match by "
                            "scenario, target, payload, users, model, rate and test); gate runs of the same steps")
@@ -375,14 +392,40 @@ def hold(data: Figures, limits: list[Limit]) -> list[Verdict]:
             value = None if value is None or math.isnan(value) else value
             unit = _unit(limit.option.unit)
             name = step_name(r)
+            why = unmeasured(limit, {"the step": data.histograms.get(tuple(r[k] for k in KEYS))})
+            if why:
+                verdicts.append(_noted(Verdict(r["run"], name, limit, None, None, None, None, False,
+                                               f"{r['run']}: {name}: {why}; not judged"),
+                                       invalid_steps({"the step": pl.DataFrame([r])})))
+                continue
             if value is None:
                 failed, text = True, f"{r['run']}: {name}: no {limit.label} (no transaction); limit {limit.bound}"
             else:
                 failed = (value - limit.value) * limit.worse > 0
                 side = ("above" if limit.worse > 0 else "below") if failed else "within"
                 text = f"{r['run']}: {name}: {limit.label} {value:.4g}{unit}, {side} the limit {limit.bound}"
-            verdicts.append(Verdict(r["run"], name, limit, None, value, None, None, failed, text))
+            verdicts.append(_noted(Verdict(r["run"], name, limit, None, value, None, None, failed, text),
+                                   invalid_steps({"the step": pl.DataFrame([r])})))
     return verdicts
+
+
+def invalid_steps(frames: dict[str, pl.DataFrame]) -> str:
+    """What the validity warnings say of the steps judged (their rows' `valid`, stats.with_verdicts):
+    `the base run: drift; the new run: errors, drift`, or "" when every one is valid."""
+    said = []
+    for where, rows in frames.items():
+        names = sorted({n for v in (rows["valid"] if "valid" in rows.columns else []) if v and v != "yes"
+                        for n in v.split(";")})
+        if names:
+            said.append(f"{where}: {', '.join(names)}")
+    return "; ".join(said)
+
+
+def _noted(verdict: Verdict, invalid: str) -> Verdict:
+    """The verdict, saying so when it judged a step that is not a valid measurement."""
+    if not invalid:
+        return verdict
+    return replace(verdict, message=f"{verdict.message} [not a valid measurement: {invalid}]", invalid=invalid)
 
 
 def judge(data: Figures, runs: list[str], limits: list[Limit]) -> list[Verdict]:

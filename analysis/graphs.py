@@ -3,8 +3,9 @@
 A graph is first built as data (Graph -> Panel -> Series) and only then drawn, so tests and the
 report work with the numbers behind a graph, not its pixels. In the SVG each series' line is the
 group `series-<label>`, its error bars `errorbars-<label>`, and its marks `bottleneck-<label>`
-(a host saturated), `errors-<label>` (failed transactions) and `behind-<label>` (an open-model
-pool that could not keep its schedule).
+(a host saturated), `errors-<label>` (failed transactions), `behind-<label>` (an open-model
+pool that could not keep its schedule) and `invalid-<label>` (hollow: a step a validity warning
+names, summary.csv's `valid`).
 
 Bars: on figures of the pooled data of all iterations (response times, percentiles, latency) the
 range of the per-iteration values; on figures averaged over iterations (TPS, CPU, network) the
@@ -38,6 +39,7 @@ import polars as pl  # noqa: E402
 from esbperf.analysis.bottleneck import THRESHOLD_PERCENT  # noqa: E402
 from esbperf.analysis.runs import BASELINE_TARGET  # noqa: E402
 from esbperf.analysis.stats import KEYS, MIN_ITERATIONS_FOR_CI, POOLED, ROLES, StepHistograms  # noqa: E402
+from esbperf.core.steady import percentile_measured  # noqa: E402
 
 THESIS_CONCURRENCY_PAYLOAD = 100 * 1024
 # Percentiles of the percentile plot, drawn on a "number of nines" axis.
@@ -76,6 +78,11 @@ MARKS = {
                    label="open model: pool behind its schedule"),
 }
 
+# A step named by a validity warning (summary.csv's `valid` not `yes`): its marker is hollow.
+INVALID_LABEL = "hollow: not valid (warnings)"
+# Steps whose window drifted get a graph of their intervals (series_graphs); at most this many.
+SERIES_GRAPHS = 12
+
 matplotlib.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "esbperf"})
 
 
@@ -93,6 +100,7 @@ class Series:
     linestyle: str = "-"
     bar_kinds: list[str | None] = field(default_factory=list)   # per point: "ci", "range" (iterations), "pooled"
     spread: list[tuple[float, float] | None] = field(default_factory=list)   # per point: the iterations' min, max
+    invalid: list[bool] = field(default_factory=list)   # per point: a step a validity warning names (hollow)
 
 
 @dataclass
@@ -172,6 +180,11 @@ def _spread(g: pl.DataFrame, y: str) -> list[tuple[float, float] | None]:
     return [None if a is None or b is None else (a, b) for a, b in zip(low, high)]
 
 
+def _invalid(g: pl.DataFrame) -> list[bool]:
+    """Per row: whether a validity warning names the step (aggregate.csv's `valid` is not `yes`)."""
+    return [v != "yes" for v in g["valid"]] if "valid" in g.columns else [False] * g.height
+
+
 def several_tests(rows: pl.DataFrame) -> bool:
     """Whether the rows hold more than one Grinder test (a user's script): a series per test."""
     return rows["test"].n_unique() > 1
@@ -211,7 +224,7 @@ def _series(rows: pl.DataFrame, x: str, y: str, labels: dict[tuple[str, str], st
                           y=g[y].to_list(), err=err, bottleneck=g["bottleneck"].to_list(),
                           errors=g["has_errors"].to_list(), behind=g["behind_schedule"].to_list(),
                           baseline=key[1] == BASELINE_TARGET, color_key=label + pool + test, linestyle=linestyle,
-                          bar_kinds=kinds, spread=_spread(g, y)))
+                          bar_kinds=kinds, spread=_spread(g, y), invalid=_invalid(g)))
     return out
 
 
@@ -415,15 +428,48 @@ def percentile_graph(rows: pl.DataFrame, scenario: str, labels: dict[tuple[str, 
         label = labels[(r["run"], r["target"])] + (f", {test_label(r)}" if per_test else "")
         n = len(PERCENTILE_POINTS)
         series.append(Series(label, [nines(p) for p in PERCENTILE_POINTS],
-                             [hist.response.percentile(p) / 1000 for p in PERCENTILE_POINTS], [None] * n,
+                             [hist.response.percentile(p) / 1000 if percentile_measured(p, hist.response.n) else None
+                              for p in PERCENTILE_POINTS], [None] * n,
                              [r["bottleneck"]] * n, [r["has_errors"]] * n, [False] * n,
-                             r["target"] == BASELINE_TARGET, label))
+                             r["target"] == BASELINE_TARGET, label, invalid=[r.get("valid", "yes") != "yes"] * n))
     if not series:
         return None
     at = f"{users} user{'s' * (users != 1)}, {chosen['payload_label'][0]}"
     return Graph(f"{stem}-percentiles", f"{scenario}: response-time percentiles, {at}",
                  xlabel="percentile (iterations pooled from their data)", ylabel="response time (ms)",
                  panels=[Panel("", series)], xticks=[(nines(p), f"{p:g}%") for p in (50, 90, 99, 99.9, 99.99)])
+
+
+def series_graphs(summary: pl.DataFrame, step_histograms: dict[tuple, StepHistograms],
+                  labels: dict[tuple[str, str], str]) -> list[Graph]:
+    """For each step iteration whose window drifted (summary.csv's `drift`), at most
+    SERIES_GRAPHS: its throughput and mean response time interval by interval, the warm-up (at
+    negative seconds, dashed) and the measurement window (solid), so the move can be seen."""
+    graphs = []
+    drifted = summary.filter(pl.col("drift").fill_null(False)) if "drift" in summary.columns else summary.clear()
+    for r in drifted.head(SERIES_GRAPHS).iter_rows(named=True):
+        h = step_histograms.get((r["run"], r["step_dir"], r["test"]))
+        if h is None or not h.series or not h.series[0]:
+            continue
+        seconds, tps, mean = h.series
+        label = labels.get((r["run"], r["target"]), r["target"])
+        panels = []
+        for title, values in (("throughput (TPS)", tps), ("mean response time (ms)", mean)):
+            parts = []
+            for part, keep, style in (("warm-up", lambda t: t < 0, "--"), ("measured", lambda t: t >= 0, "-")):
+                at = [i for i, t in enumerate(seconds) if keep(t)]
+                if at:
+                    parts.append(Series(f"{label} {part}", [seconds[i] for i in at], [values[i] for i in at],
+                                        [None] * len(at), [False] * len(at), color_key=label, linestyle=style))
+            panels.append(Panel(title, parts))
+        test = f" test {r['test']}" if r["step_tests"] > 1 else ""
+        # Two panels are 7.2 inches wide: the title wraps at what fits them.
+        title = textwrap.fill(f"{r['run']} {r['step_dir']}{test}: {r['drift_moves']}",
+                              int(2 * PANEL_WIDTH * CAPTION_CHARS_PER_INCH))
+        graphs.append(Graph(slug(f"drift-{r['run']}-{r['step_dir']}{test}"), title,
+                            xlabel="s from the window's start (negative: the warm-up)", ylabel="per interval",
+                            panels=panels, ymin=None, sharey=False))
+    return graphs
 
 
 # --- drawing -----------------------------------------------------------------------------------
@@ -479,6 +525,13 @@ def figure(graph: Graph, colors: dict[str, str]) -> Figure:
                                       **{k: v for k, v in style.items() if k != "label"})
                     mark.set_gid(f"{kind}-{slug(s.label)}")
                     marked.add(kind)
+            hollow = [(x, y) for x, y, bad in zip(s.x, ys, s.invalid) if bad and not math.isnan(y)]
+            if hollow:           # over the line's own marker: the same shape, white inside
+                mark = ax.scatter(*zip(*hollow), zorder=4, marker="s" if s.baseline else "o", s=22,
+                                  facecolors="white", edgecolors=color, linewidths=1.2,
+                                  label=None if "invalid" in marked else INVALID_LABEL)
+                mark.set_gid(f"invalid-{slug(s.label)}")
+                marked.add("invalid")
         if limit_shown(graph, panel):
             ax.axhline(panel.limit, color="grey", linestyle="-.", linewidth=1, label=panel.limit_label)
         ax.set_title(panel.title)

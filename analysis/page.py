@@ -16,7 +16,8 @@ from esbperf import __version__
 from esbperf.analysis import compare as comparing
 from esbperf.analysis import graphs
 from esbperf.analysis.runs import Run
-from esbperf.analysis.stats import MIN_ITERATIONS_FOR_CI
+from esbperf.analysis.stats import KEYS, LATENCY_PERCENTILES, MIN_ITERATIONS_FOR_CI, PERCENTILES
+from esbperf.core.steady import PERCENTILE_CONFIDENCE, min_transactions
 
 if TYPE_CHECKING:
     from esbperf.analysis.report import Analysis
@@ -30,6 +31,7 @@ th { background: #f0f0f0; } td.text, th.text, td.value, th.value { text-align: l
 td.value { overflow-wrap: anywhere; min-width: 12em; }
 .table-wrap { max-width: 100%; overflow-x: auto; margin: .5em 0 1em; } .table-wrap table { margin: 0; }
 tr.bottleneck td { background: #fde8e8; }
+tr.invalid td { font-style: italic; }
 .warnings { background: #fff6e0; border: 1px solid #e0c070; padding: .3em 1em; }
 .warnings details, .warnings p { margin: .4em 0; } .warnings summary { cursor: pointer; }
 .warnings ul { margin: .3em 0 .6em; padding-left: 1.5em; font-size: .9em; } .warnings .count { font-weight: bold; }
@@ -209,7 +211,44 @@ XCHECK_HEADERS = ["wrk TPS", "TPS ÷ wrk", "wrk mean / p50 / p99 ms", "mean − 
 def _marks(r: dict) -> list[str]:
     return (["bottleneck: " + r["bottlenecks"]] if r["bottleneck"] else []) + \
         (["errors"] if r["has_errors"] else []) + (["behind schedule"] if r["behind_schedule"] else []) + \
-        (["cross-check failed"] if r["xcheck_failed"] else [])
+        (["cross-check failed"] if r["xcheck_failed"] else []) + \
+        ([f"not valid: {_kinds(r['valid'])}"] if r.get("valid", "yes") != "yes" else [])
+
+
+def _kinds(valid: str) -> str:
+    """`valid`'s warning names for a cell: comma-separated, their hyphens unbreakable (a cell is at
+    least as wide as its longest word)."""
+    return ", ".join(valid.split(";")).replace("-", "\u2011")
+
+
+def _row_class(r: dict, flagged: bool) -> str:
+    """A table row's classes: `bottleneck` (red) when `flagged`, `invalid` (italic) when a validity
+    warning names the step."""
+    return " ".join((["bottleneck"] if flagged else []) + (["invalid"] if r.get("valid", "yes") != "yes" else []))
+
+
+def _percentile(analysis: "Analysis", r: dict, kind: str, name: str) -> str:
+    """A pooled percentile (`rt` or `lat`, `p99`, …) with its iterations' range; a dash where it is
+    not measured: too few transactions for it (esbperf/core/steady.py), said in the dash's title."""
+    figure = f"{kind}_{name}_ms"
+    if r[figure] is not None:
+        return _spread(r, figure, 3)
+    pooled = analysis.histograms.get(tuple(r[k] for k in KEYS))
+    h = None if pooled is None else pooled.latency if kind == "lat" else pooled.response
+    p = (LATENCY_PERCENTILES if kind == "lat" else PERCENTILES)[name]
+    if h is None or not h.n:
+        return "–"
+    return (f"<span title=\"not measured: {h.n:,} transactions, a p{p:g} needs {min_transactions(p):,}\">–"
+            "</span>")
+
+
+def _not_measured_note() -> str:
+    """What a dash in a percentile column means."""
+    needs = ", ".join(f"p{p:g} {min_transactions(p):,}" for p in (90, 95, 99, 99.9))
+    return (f"<p class=\"muted\">A percentile is shown only from enough transactions for its distribution-free "
+            f"{PERCENTILE_CONFIDENCE:.0%} confidence interval to lie within the data ({needs}); a dash is one not "
+            "measured (its title says how many there were). Italic rows are steps a validity warning names "
+            "(hollow markers on the graphs).</p>")
 
 
 def _scenario_table(analysis: "Analysis", runs: list[Run], scenario: str) -> str:
@@ -231,14 +270,15 @@ def _scenario_table(analysis: "Analysis", runs: list[Run], scenario: str) -> str
                      escape(r["payload_label"]), fmt(r["users"]),
                      fmt(r["iterations"]), _averaged(r, "threads_seen"),
                      _averaged(r, "tps"), _spread(r, "rt_mean_ms", 3),
-                     *(_spread(r, f"rt_{p}_ms", 3) for p in ("p50", "p90", "p99", "p99_9")),
+                     *(_percentile(analysis, r, "rt", p) for p in ("p50", "p90", "p99", "p99_9")),
                      _spread(r, "error_percent", 2), fmt(r["failed_rt_mean_ms"], 3), fmt(r["failed_rt_p99_ms"], 3),
                      *(_xcheck_cells(r) if crosschecked else []),
                      _averaged(r, "esb_cpu_mean"), _averaged(r, "esb_proc_cpu_mean"),
                      _averaged(r, "esb_gc_throughput_percent", 2), _averaged(r, "esb_gc_pause_p99_ms", 2),
                      escape("; ".join(_marks(r))) or "no"])
-        classes.append("bottleneck" if r["bottleneck"] or r["xcheck_failed"] else "")
-    return _spread_note(agg) + table(headers, rows, 4 if per_test else 3, classes, text_last=True)
+        classes.append(_row_class(r, r["bottleneck"] or r["xcheck_failed"]))
+    return (_spread_note(agg) + table(headers, rows, 4 if per_test else 3, classes, text_last=True)
+            + _not_measured_note())
 
 
 def _open_table(analysis: "Analysis", runs: list[Run], scenario: str) -> str:
@@ -258,15 +298,16 @@ def _open_table(analysis: "Analysis", runs: list[Run], scenario: str) -> str:
         rows.append([escape(analysis.labels[(r["run"], r["target"])]), *_test_cells(r, per_test),
                      escape(r["payload_label"]), fmt(r["rate"], 1),
                      fmt(r["users"]), fmt(r["iterations"]), _averaged(r, "start_rate"), _averaged(r, "tps"),
-                     *(_spread(r, f"lat_{p}_ms", 3) for p in ("p50", "p99", "p99_9")),
-                     *(_spread(r, f"rt_{p}_ms", 3) for p in ("p50", "p99")),
+                     *(_percentile(analysis, r, "lat", p) for p in ("p50", "p99", "p99_9")),
+                     *(_percentile(analysis, r, "rt", p) for p in ("p50", "p99")),
                      _spread(r, "late_start_percent", 2), _spread(r, "max_lag_ms", 1), _spread(r, "error_percent", 2),
                      escape("; ".join(_marks(r))) or "no"])
-        classes.append("bottleneck" if r["bottleneck"] or r["behind_schedule"] else "")
+        classes.append(_row_class(r, r["bottleneck"] or r["behind_schedule"]))
     return ("<p class=\"muted\">Open model: requests due at a fixed rate. Latency counts from each request's "
             "due start (corrected for coordinated omission); the service time from its actual start.</p>"
             f"<p>{OPEN_NOT_CROSSCHECKED}</p>"
-            + _spread_note(agg) + table(headers, rows, 3 if per_test else 2, classes, text_last=True))
+            + _spread_note(agg) + table(headers, rows, 3 if per_test else 2, classes, text_last=True)
+            + _not_measured_note())
 
 
 OPEN_NOT_CROSSCHECKED = ("Open-model steps are not cross-checked against wrk: wrk keeps a fixed number of "
@@ -292,16 +333,34 @@ def _ratios_section(analysis: "Analysis") -> str:
                 "<p>No step (scenario, payload, users) is common to the runs.</p>")
     label = analysis.labels
     headers = ["scenario", "payload", "users", "rate", "series", "TPS", "TPS ratio", "mean RT ms", "RT ratio",
-               "p99 ms", "p99 ratio", "ESB CPU %", "CPU ratio"]
+               "p99 ms", "p99 ratio", "ESB CPU %", "CPU ratio", "valid (series / reference)"]
     rows = [[escape(r["scenario"]), escape(r["payload_label"]), fmt(r["users"]), fmt(r["rate"]),
              escape(label[(r["run"], r["target"])]),
              fmt(r["tps"]), fmt(r["tps_ratio"], 3), fmt(r["rt_mean_ms"], 2), fmt(r["rt_mean_ms_ratio"], 3),
              fmt(r["rt_p99_ms"]), fmt(r["rt_p99_ms_ratio"], 3), fmt(r["esb_cpu_mean"]),
-             fmt(r["esb_cpu_mean_ratio"], 3)] for r in ratios.iter_rows(named=True)]
+             fmt(r["esb_cpu_mean_ratio"], 3), _validity_pair(r)] for r in ratios.iter_rows(named=True)]
     return (f"<h2 id=\"ratios\">Ratios to {escape(reference)}</h2>"
             "<p>Each series' figures (iterations pooled) divided by the reference's, step by step "
             "(ratios.csv). TPS ratio &gt; 1 and RT ratio &lt; 1 mean better than the reference.</p>"
             + table(headers, rows, 5))
+
+
+def _validity_pair(r: dict) -> str:
+    """A ratio row's verdicts: `yes`, or what names the series' step and the reference's."""
+    mine, theirs = r.get("valid") or "yes", r.get("valid_reference") or "yes"
+    if mine == theirs == "yes":
+        return "yes"
+    return escape(f"{_kinds(mine)} / {_kinds(theirs)}")
+
+
+def _series_section(analysis: "Analysis", folder: Path) -> str:
+    """The steps whose window drifted, interval by interval (graphs.series_graphs)."""
+    if not analysis.series_graphs:
+        return ""
+    figures = "".join(_figure(g, folder) for g in analysis.series_graphs)
+    return ("<h2 id=\"drift\">Steps that moved while measured</h2><p class=\"muted\">Throughput and mean "
+            "response time of each interval of the steps named by the drift warning: the warm-up dashed (negative "
+            "seconds), the measurement window solid.</p>" + f"<div class=\"graphs\">{figures}</div>")
 
 
 def render(analysis: "Analysis", kind: str, folder: Path) -> str:
@@ -317,6 +376,7 @@ def render(analysis: "Analysis", kind: str, folder: Path) -> str:
         "<a href=\"hlog/\">hlog/</a> (each step's HdrHistogram interval logs, one histogram a second).</p>",
         _warnings_section(analysis),
         _ratios_section(analysis),
+        _series_section(analysis, folder),
     ]
     for plan, runs in analysis.plans.items():
         for scenario in sorted({s.meta["scenario"] for r in runs for s in r.steps}):

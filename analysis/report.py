@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -23,8 +23,9 @@ from esbperf.analysis import graphs as graphing
 from esbperf.analysis.hlog import FOLDER as HLOG_FOLDER, write_hlogs
 from esbperf.analysis.page import render
 from esbperf.analysis.runs import Run, label_runs, load_runs
-from esbperf.analysis.stats import StepHistograms, aggregate, analyse_steps, summary_frame
-from esbperf.analysis.validity import validity_warnings
+from esbperf.analysis.stats import (StepHistograms, aggregate, aggregate_verdicts, analyse_steps, summary_frame,
+                                    with_verdicts)
+from esbperf.analysis.validity import step_verdicts, validity_warnings
 from esbperf.core.errors import EsbperfError
 from esbperf.core.roles import ordered as ordered_roles
 from esbperf.results.histogram import export_frame
@@ -47,6 +48,7 @@ class Analysis:
     ratios: pl.DataFrame | None
     graphs: list[graphing.Graph]
     warnings: list[str]
+    series_graphs: list[graphing.Graph] = field(default_factory=list)   # steps that drifted: their intervals
 
 
 def analyse(run_dirs: list[Path], with_ratios: bool = False) -> Analysis:
@@ -66,7 +68,10 @@ def analyse(run_dirs: list[Path], with_ratios: bool = False) -> Analysis:
                 rows.append(row)
                 step_histograms[(run.name, row["step_dir"], row["test"])] = histograms
     summary = summary_frame(rows)
+    warnings = validity_warnings(plans, summary, roles)
+    summary = with_verdicts(summary, step_verdicts(warnings))
     agg, pooled = aggregate(summary, step_histograms, roles)
+    agg = aggregate_verdicts(agg, summary)
     links: dict[str, float] = {}
     for run in runs:
         for step in run.steps:
@@ -82,8 +87,8 @@ def analyse(run_dirs: list[Path], with_ratios: bool = False) -> Analysis:
                 g.plan = plan
                 graphs.append(g)
     ratios = comparing.ratios(agg, runs) if with_ratios else None
-    return Analysis(runs, plans, roles, summary, agg, step_histograms, pooled, labels, ratios, graphs,
-                    validity_warnings(plans, summary, roles))
+    return Analysis(runs, plans, roles, summary, agg, step_histograms, pooled, labels, ratios, graphs, warnings,
+                    graphing.series_graphs(summary, step_histograms, labels))
 
 
 def histograms_frame(step_histograms: dict[tuple, StepHistograms]) -> pl.DataFrame:
@@ -148,7 +153,7 @@ def build_report(run_dirs: list[Path], out: Path | None = None, compare: bool = 
         write_hlogs(analysis, partial / HLOG_FOLDER)
         if analysis.ratios is not None:
             analysis.ratios.write_csv(partial / "ratios.csv", float_precision=CSV_DECIMALS)
-        graphing.draw_all(analysis.graphs, partial / "graphs")
+        graphing.draw_all(analysis.graphs + analysis.series_graphs, partial / "graphs")
         (partial / "report.html").write_text(render(analysis, kind, partial), encoding="utf-8")
         if out.exists():
             out.rmdir()          # an empty folder the user named; rename cannot replace it otherwise

@@ -18,10 +18,11 @@ from esbperf.analysis.monitor import HostStats, host_stats
 from esbperf.analysis import stalls
 from esbperf.analysis.runs import BASELINE_TARGET, Run, Step
 from esbperf.core.errors import EsbperfError
+from esbperf.core import steady
 from esbperf.core.plan import parse_size
 from esbperf.core.roles import BACKENDS, FIXED as FIXED_ROLES
 from esbperf.core.scenarios import contract
-from esbperf.results.datalog import LogStats, RowStats, log_stats
+from esbperf.results.datalog import START_RESOLUTION_MS, LogStats, RowStats, log_stats
 from esbperf.results.histogram import Histogram, nearest_rank
 from esbperf.results.layout import data_logs, gc_file, monitor_file
 
@@ -60,11 +61,14 @@ STEPS_AT_ONCE = 2
 # --- one step ---------------------------------------------------------------------------------
 
 def describe(histogram: Histogram | None, percentiles: dict[str, float] = PERCENTILES) -> dict[str, float | None]:
-    """Mean, sample standard deviation, min, max and percentiles of a µs histogram, in ms."""
+    """Mean, sample standard deviation, min, max and percentiles of a µs histogram, in ms. A
+    percentile from fewer values than esbperf/core/steady.py's min_transactions is not measured:
+    None."""
     h = histogram or Histogram()
     ms = (lambda v: None if v is None else v / 1000.0)
     return {"mean": ms(h.mean), "std": ms(h.std), "min": ms(h.min), "max": ms(h.max),
-            **{k: ms(h.percentile(p)) for k, p in percentiles.items()}}
+            **{k: ms(h.percentile(p)) if steady.percentile_measured(p, h.n) else None
+               for k, p in percentiles.items()}}
 
 
 @dataclass
@@ -74,10 +78,12 @@ class StepHistograms:
     response: Histogram = field(default_factory=Histogram)        # successful: service time
     failed: Histogram = field(default_factory=Histogram)          # failed transactions
     latency: Histogram | None = None                              # open model: corrected latency
+    # One iteration's interval_series (s from the window's start, TPS, mean ms), for its graph.
+    series: tuple[list[float], list[float], list[float | None]] | None = None
 
     @classmethod
-    def of(cls, logs: RowStats) -> "StepHistograms":
-        return cls(logs.response, logs.failed_response, logs.latency)
+    def of(cls, logs: RowStats, series: tuple | None = None) -> "StepHistograms":
+        return cls(logs.response, logs.failed_response, logs.latency, series)
 
     @classmethod
     def pooled(cls, parts: list["StepHistograms"]) -> "StepHistograms":
@@ -299,6 +305,7 @@ def step_rows(run: Run, step: Step, logs: LogStats, hosts: dict[str, HostStats],
         row["little_ratio"] = low
         row.update(xcheck_columns(step, row["tps"], row["rt_mean_ms"]))
         row.update(stall_columns(part.response, target_cpu_percent(row, roles)))
+        row.update(steady_columns(run, step, part, logs, row["window_s"]))
         row.update(shared["end"])
         rows.append(row)
     return rows
@@ -316,6 +323,73 @@ def stall_columns(response: Histogram, cpu_percent: float | None) -> dict:
     """`stall_share`: the share of successful transactions piled up at a delayed-ACK timer;
     `delayed_ack_stall`: whether that is the step's signature (analysis/stalls.py)."""
     return {"stall_share": stalls.share_in_bands(response)[0], "delayed_ack_stall": stalls.stalls(response, cpu_percent)}
+
+
+def warmup_used_s(step: Step) -> float | None:
+    """The warm-up the step had, s: step.json `warmup_used_s` (the runner's, `warmup_s: auto`
+    included), else from the workers' first report to the window's start; None without either."""
+    m = step.meta
+    used = m.get("warmup_used_s")
+    if isinstance(used, (int, float)) and not isinstance(used, bool):
+        return float(used)
+    if isinstance(m.get("first_report_ms"), int):
+        return (m["warmup_end_ms"] - m["first_report_ms"]) / 1000.0
+    return None
+
+
+def interval_series(part: RowStats, interval_ms: int, window_s: float) -> tuple[list[float], list[float], list[float | None]]:
+    """A test's successful transactions interval by interval (datalog's RowStats.interval_*): each
+    interval's start, s from the window's start (negative: the warm-up), its TPS and its mean
+    response time, ms (None without a transaction). Whole intervals of the window only: a last
+    part shorter than an interval would read low."""
+    if part.interval_n is None or not interval_ms:
+        return [], [], []
+    end = int(window_s * 1000) // interval_ms - part.interval_first
+    n, us = part.interval_n[:end], part.interval_us[:end]
+    seconds = [(part.interval_first + i) * interval_ms / 1000.0 for i in range(len(n))]
+    return (seconds, [k * 1000.0 / interval_ms for k in n],
+            [t / k / 1000.0 if k else None for k, t in zip(n, us)])
+
+
+def window_drift(part: RowStats, interval_ms: int, window_s: float) -> steady.Drift:
+    """Whether the window's throughput or mean response time moved beyond the noise
+    (esbperf/core/steady.py's drift test on interval_series, the window's intervals only)."""
+    seconds, tps, mean = interval_series(part, interval_ms, window_s)
+    measured = [i for i, t in enumerate(seconds) if t >= 0]
+    return steady.drift([tps[i] for i in measured], [mean[i] for i in measured], interval_ms / 1000.0)
+
+
+def poisson_step(run: Run, step: Step) -> bool:
+    """An open-model step of a plan with `arrivals: poisson`."""
+    return step.model == "open" and run.plan.get("arrivals") == "poisson"
+
+
+def steady_columns(run: Run, step: Step, part: RowStats, logs: LogStats, window_s: float) -> dict:
+    """What the step says of itself as a measurement (esbperf/core/steady.py): the warm-up it had,
+    whether its window drifted (`drift`: None when not judged) and what moved, and in a Poisson
+    step whether its realised starts were a Poisson process (from every worker's start times,
+    whole ms; None in other steps, or when not judged) and the test's figures."""
+    found = window_drift(part, logs.interval_ms, window_s)
+    gaps = steady.exponential_gaps(logs.start_runs, START_RESOLUTION_MS) if poisson_step(run, step) else None
+    return {"warmup_used_s": warmup_used_s(step), "drift": found.drifted, "drift_moves": found.describe(),
+            "poisson_arrivals": None if gaps is None else gaps.exponential,
+            "arrivals_test": "" if gaps is None else gaps.describe()}
+
+
+def with_verdicts(summary: pl.DataFrame, named: dict[tuple[str, str], list[str]]) -> pl.DataFrame:
+    """summary.csv with `valid`: `yes`, or the names of the validity warnings that name the row's
+    step (`named`, by run and step folder: analysis/validity.py's step_verdicts), `;`-separated."""
+    return summary.with_columns(valid=pl.Series(
+        [";".join(named.get((run, folder), ())) or "yes" for run, folder in zip(summary["run"], summary["step_dir"])],
+        dtype=pl.String))
+
+
+def aggregate_verdicts(agg: pl.DataFrame, summary: pl.DataFrame) -> pl.DataFrame:
+    """aggregate.csv with `valid`: `yes` when every iteration's is, else the warnings' names of any."""
+    verdicts = {tuple(keys): ";".join(sorted({name for v in group["valid"] for name in v.split(";") if v != "yes"}))
+                or "yes" for keys, group in summary.group_by(KEYS, maintain_order=True)}
+    return agg.with_columns(valid=pl.Series([verdicts.get(tuple(r[k] for k in KEYS), "yes")
+                                             for r in agg.select(KEYS).iter_rows(named=True)], dtype=pl.String))
 
 
 def _test_columns(run: Run, step: Step, part: RowStats, window_s: float) -> dict:
@@ -391,7 +465,9 @@ def analyse_step(run: Run, step: Step, roles: Iterable[str] | None = None) -> li
            for role in GC_ROLES if gc_file(step.dir, role).exists()}
     rows = step_rows(run, step, logs, hosts, roles, gcs)
     parts = logs.tests or {rows[0]["test"]: logs}
-    return [(row, StepHistograms.of(parts[row["test"]])) for row in rows]
+    return [(row, StepHistograms.of(parts[row["test"]], interval_series(parts[row["test"]], logs.interval_ms,
+                                                                         row["window_s"])))
+            for row in rows]
 
 
 def analyse_steps(run: Run, roles: Iterable[str] | None = None) -> list[list[tuple[dict, StepHistograms]]]:

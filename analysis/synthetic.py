@@ -212,3 +212,39 @@ def thesis_run(run_dir: Path, target: str, rows_per_step: int, files: int = 2, i
                     write_gc_log(folder, role, [(t, 2 + users / 40, 100 + users)
                                                 for t in range(meta["start_ms"] + 500, meta["end_ms"], 1000)])
     return run_dir
+
+
+# --- per-second series, for esbperf/core/steady.py (tests/test_steady.py, analysis/bench/steady_rates.py) ---
+
+SERIES_TPS = 2000.0        # 1 user, 1 KB: ~2000 transactions a second ...
+SERIES_NOISE = 0.03        # ... with a few % noise; the mean response time with MEAN_NOISE
+SERIES_MEAN_NOISE = 0.02
+
+
+def step_series(shape, seed: int, n: int = 200, poisson_level: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per-second TPS and mean response time (ms) of a closed-model step whose speed follows
+    `shape(t)` (t in s; 1 = steady): the mean response time is its inverse. With `poisson_level`
+    the TPS are Poisson counts of that level times the speed (a 1 MB step: ~20 a second)."""
+    rng = np.random.default_rng(seed)
+    speed = shape(np.arange(n, dtype=float))
+    if poisson_level is None:
+        tps = SERIES_TPS * speed * (1 + rng.normal(0, SERIES_NOISE, n))
+    else:
+        tps = rng.poisson(poisson_level * speed).astype(float)
+    return tps, 1.0 / speed * (1 + rng.normal(0, SERIES_MEAN_NOISE, n))
+
+
+def window_opens(tps: np.ndarray, mean: np.ndarray, max_s: int = 60, horizon_s: float = 60) -> int | None:
+    """The second at which a runner asking steady() once a second opens the window; None when it
+    never does by max_s (the step would be measured at warmup_max_s: "no steady state")."""
+    from esbperf.core.steady import steady
+
+    for t in range(1, max_s + 1):
+        if steady(tps[:t], mean[:t], horizon_s=horizon_s).steady:
+            return t
+    return None
+
+
+def whole_ms(gaps_s: np.ndarray) -> np.ndarray:
+    """Start times (ms since the epoch) of arrivals `gaps_s` apart, as Grinder logs them: whole ms."""
+    return np.floor(np.cumsum(gaps_s) * 1000.0 + BASE_MS)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from esbperf.core import steady
 from esbperf.core.roles import BACKENDS, CLIENT, ESB, is_load
 from esbperf.results.datalog import LATE_START_US
 from esbperf.analysis.runs import BASELINE_TARGET, Run
@@ -45,10 +46,12 @@ class ValidityWarning(str):
     what: str
     items: tuple[str, ...]
     unit: str
+    steps: tuple[tuple[str, str], ...]     # (run, step folder) of each step it names; () for runs
 
-    def __new__(cls, text: str, kind: str, what: str, items=(), unit: str = "step") -> "ValidityWarning":
+    def __new__(cls, text: str, kind: str, what: str, items=(), unit: str = "step", steps=()) -> "ValidityWarning":
         warning = super().__new__(cls, text)
         warning.kind, warning.what, warning.items, warning.unit = kind, what, tuple(items), unit
+        warning.steps = tuple(steps)
         return warning
 
 
@@ -57,7 +60,22 @@ def _about(kind: str, rows: list[dict], noun: str, predicate: str, detail) -> Va
     `<Noun>s <predicate>`."""
     items = _items(rows, detail)
     return ValidityWarning(f"{len(rows)} {noun}(s) {predicate}: {_named(items)}", kind,
-                           f"{noun[0].upper()}{noun[1:]}s {predicate}", items)
+                           f"{noun[0].upper()}{noun[1:]}s {predicate}", items, steps=_steps(rows))
+
+
+def _steps(rows: list[dict]) -> list[tuple[str, str]]:
+    return [(r["run"], r["step_dir"]) for r in rows]
+
+
+def step_verdicts(warnings: list[ValidityWarning]) -> dict[tuple[str, str], list[str]]:
+    """The kinds of the warnings that name each step, by (run, step folder), in the warnings'
+    order: what summary.csv's `valid` says of a step (stats.with_verdicts)."""
+    named: dict[tuple[str, str], list[str]] = {}
+    for w in warnings:
+        for step in getattr(w, "steps", ()):
+            if w.kind not in named.setdefault(step, []):
+                named[step].append(w.kind)
+    return named
 
 
 def _hosts(run: Run) -> dict[str, dict]:
@@ -213,7 +231,8 @@ def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
         items = _items(broken, lambda r: f"{r['step_dir']}/logs: " + ", ".join(r["malformed_by_file"].split(";")))
         out.append(ValidityWarning(f"{total} malformed or cut-short data log line(s) skipped in {len(broken)} "
                                    f"step(s): {_named(items)}", "malformed-data-lines",
-                                   f"Malformed or cut-short data log lines skipped ({total} lines)", items))
+                                   f"Malformed or cut-short data log lines skipped ({total} lines)", items,
+                                   steps=_steps(broken)))
     disagree = [r for r in rows if console_disagrees(r, interval[r["run"]])]
     if disagree:
         out.append(_about("console-count", disagree, "step", "whose data logs and the console's statistics "
@@ -240,11 +259,27 @@ def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
                           "figures measure the stall, not the target (docs/thesis.md)",
                           lambda r: f"{r['stall_share']:.0%} of the transactions at the timer, target CPU "
                                     f"{_target_cpu(r, roles)}"))
+    moved = [r for r in rows if r.get("drift")]
+    if moved:
+        out.append(_about("drift", moved, "step", "whose throughput or mean response time moved beyond the noise "
+                          "while measured: a change point or a trend of at least "
+                          f"{steady.MIN_MOVE_SHARE:.0%} of the level, against the window's own interval-to-interval "
+                          "noise (docs/methodology.md); their figures depend on when in the window they were read "
+                          "(a longer or automatic warmup_s may help; a slowdown may be the finding)",
+                          lambda r: r["drift_moves"]))
+    not_poisson = [r for r in steps if r.get("poisson_arrivals") is False]
+    if not_poisson:
+        out.append(_about("not-poisson", not_poisson, "open-model step", "with `arrivals: poisson` whose realised "
+                          "start times were not a Poisson process (their gaps, per worker process, against the "
+                          "exponential: Kolmogorov-Smirnov at 1 %, allowing for whole-ms start times): the target "
+                          "did not get the load asked for (a pool behind its schedule bunches starts)",
+                          lambda r: r["arrivals_test"]))
     bad_monitor = [r for r in steps if r["monitor_malformed_lines"]]
     if bad_monitor:
         items = _items(bad_monitor, lambda r: f"{r['monitor_malformed_lines']} lines")
         out.append(ValidityWarning(f"Malformed monitor lines skipped in {len(bad_monitor)} step(s): {_named(items)}",
-                                   "malformed-monitor-lines", "Malformed monitor lines skipped", items))
+                                   "malformed-monitor-lines", "Malformed monitor lines skipped", items,
+                                   steps=_steps(bad_monitor)))
     gaps = [r for r in steps if any(r[f"{role}_gap_s"] for role in roles)]
     if gaps:
         items = _items(gaps, lambda r: ", ".join(f"{role} {r[f'{role}_gap_s']:.1f} s"
@@ -252,7 +287,7 @@ def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
         out.append(ValidityWarning(f"A monitor was unreachable during the measurement of {len(gaps)} step(s), so "
                                    f"CPU and network there miss samples: {_named(items)}", "monitor-gaps",
                                    "A monitor was unreachable during the measurement, so CPU and network there miss "
-                                   "samples", items))
+                                   "samples", items, steps=_steps(gaps)))
     for run in runs:
         if not run.finished:
             out.append(ValidityWarning(f"{run.name}: the run has not finished (run.json has no end time): it is "

@@ -9,35 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from esbperf.analysis.synthetic import step_series, whole_ms, window_opens
 from esbperf.core import steady
 from esbperf.core.steady import STEADY_INTERVALS
-
-LEVEL_TPS = 2000.0       # 1 user, 1 KB: ~2000 a second with a few % noise
-NOISE = 0.03
-MEAN_NOISE = 0.02
-
-
-def observed(shape, seed: int, n: int = 200, poisson_level: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Per-second TPS and mean response time (ms) of a closed-model step whose speed follows
-    `shape(t)` (1 = steady): the mean response time is its inverse. With `poisson_level` the
-    TPS are Poisson counts of that level (a 1 MB step: ~20 a second)."""
-    rng = np.random.default_rng(seed)
-    speed = shape(np.arange(n, dtype=float))
-    if poisson_level is None:
-        tps = LEVEL_TPS * speed * (1 + rng.normal(0, NOISE, n))
-    else:
-        tps = rng.poisson(poisson_level * speed).astype(float)
-    return tps, 1.0 / speed * (1 + rng.normal(0, MEAN_NOISE, n))
-
-
-def opening(tps: np.ndarray, mean: np.ndarray, max_s: int = 60, horizon_s: float = 60) -> int | None:
-    """The second at which a runner asking steady() once a second opens the window; None when
-    it never does by max_s (the step would be measured at warmup_max_s, "no steady state")."""
-    for t in range(1, max_s + 1):
-        if steady.steady(tps[:t], mean[:t], horizon_s=horizon_s).steady:
-            return t
-    return None
-
 
 def flat(t):
     return np.ones_like(t)
@@ -47,7 +21,7 @@ def flat(t):
 
 @pytest.mark.parametrize("poisson_level", [None, 20.0], ids=["2000-per-s", "20-per-s-poisson"])
 def test_noise_only_opens_after_the_steady_intervals_and_never_waits_long(poisson_level):
-    opened = [opening(*observed(flat, seed, poisson_level=poisson_level)) for seed in range(60)]
+    opened = [window_opens(*step_series(flat, seed, poisson_level=poisson_level)) for seed in range(60)]
     assert all(t is not None and t <= STEADY_INTERVALS + 15 for t in opened), opened
     # The earliest look that can pass is the STEADY_INTERVALS-th plus one (two looks must agree);
     # a chance trend, projected over the minute to come, holds some a few seconds longer.
@@ -57,7 +31,7 @@ def test_noise_only_opens_after_the_steady_intervals_and_never_waits_long(poisso
 
 def test_a_step_change_opens_the_steady_intervals_after_the_step():
     step_at = 8
-    opened = [opening(*observed(lambda t: np.where(t < step_at, 0.5, 1.0), seed)) for seed in range(40)]
+    opened = [window_opens(*step_series(lambda t: np.where(t < step_at, 0.5, 1.0), seed)) for seed in range(40)]
     assert all(t is not None and t >= step_at + STEADY_INTERVALS for t in opened), opened
     assert np.median(opened) == step_at + STEADY_INTERVALS + 1
 
@@ -68,7 +42,7 @@ def test_a_slow_warm_up_opens_once_what_is_left_of_it_is_small():
     shape = (lambda t: 1 - 0.4 * np.exp(-t / 15))
     left, opened = [], []
     for seed in range(40):
-        t = opening(*observed(shape, seed))
+        t = window_opens(*step_series(shape, seed))
         opened.append(t)
         if t is not None:
             measured = shape(np.arange(t, t + 60, dtype=float))
@@ -81,8 +55,8 @@ def test_a_ramp_that_goes_on_is_waited_for_or_named_in_the_window():
     """Speed rising 0.5 % a second without end: within 10 s that hides in 3 % noise, so the
     warm-up may open; then the measured minute is named as a rising trend."""
     for seed in range(30):
-        tps, mean = observed(lambda t: 0.7 + 0.005 * t, seed)
-        t = opening(tps, mean)
+        tps, mean = step_series(lambda t: 0.7 + 0.005 * t, seed)
+        t = window_opens(tps, mean)
         if t is None:
             continue
         found = steady.drift(tps[t:t + 60], mean[t:t + 60])
@@ -93,9 +67,9 @@ def test_a_series_that_never_settles_keeps_the_window_shut():
     """The level moves by 15 % every 8 s: never STEADY_INTERVALS without a change point."""
     shape = (lambda t: 1 + 0.15 * ((t // 8) % 2))
     for seed in range(20):
-        tps, mean = observed(shape, seed)
-        assert opening(tps, mean) is None, seed
-    answer = steady.steady(*observed(shape, 0, n=60))
+        tps, mean = step_series(shape, seed)
+        assert window_opens(tps, mean) is None, seed
+    answer = steady.steady(*step_series(shape, 0, n=60))
     assert not answer.steady and "ago" in answer.reason, answer
 
 
@@ -111,8 +85,8 @@ def test_a_slowdown_after_the_warm_up_is_named_where_it_happened():
     that, and its drift names both series' change point there."""
     shape = (lambda t: np.where(t < 40, 1 - 0.5 * np.exp(-t / 5), 0.8))
     for seed in range(20):
-        tps, mean = observed(shape, seed)
-        t = opening(tps, mean)
+        tps, mean = step_series(shape, seed)
+        t = window_opens(tps, mean)
         assert t is not None and t < 40, (seed, t)
         found = steady.drift(tps[t:t + 60], mean[t:t + 60])
         named = {(m.series, m.kind): m for m in found.moves}
@@ -122,19 +96,19 @@ def test_a_slowdown_after_the_warm_up_is_named_where_it_happened():
 
 
 def test_a_trend_is_named_as_a_trend_and_a_step_as_a_change_point():
-    tps, mean = observed(lambda t: 1 + 0.1 * t / 300, 1, n=300)
+    tps, mean = step_series(lambda t: 1 + 0.1 * t / 300, 1, n=300)
     found = steady.drift(tps, mean)
     assert {(m.series, m.kind) for m in found.moves} == {("throughput", "trend"), ("mean response time", "trend")}
     [tput] = [m for m in found.moves if m.series == "throughput"]
     assert tput.share == pytest.approx(0.1, abs=0.015), found.describe()
     assert found.describe().startswith(f"throughput rose {tput.share:.0%} over the window (trend)"), found.describe()
-    tps, mean = observed(lambda t: np.where(t < 100, 1.0, 0.9), 2, n=300)
+    tps, mean = step_series(lambda t: np.where(t < 100, 1.0, 0.9), 2, n=300)
     assert steady.drift(tps, mean).describe() == ("throughput fell 10% at 100 s (change point); "
                                                  "mean response time rose 11% at 100 s (change point)")
 
 
 def test_a_one_second_stall_and_a_small_move_are_not_drift():
-    tps, mean = observed(flat, 3, n=60)
+    tps, mean = step_series(flat, 3, n=60)
     tps[30], mean[30] = 0.3 * tps[30], 3.0           # a GC pause: a third of the second's work
     tps[40:] *= 0.98                                 # significant over 20 s, but 2 %
     assert steady.drift(tps, mean).drifted is False
@@ -143,7 +117,7 @@ def test_a_one_second_stall_and_a_small_move_are_not_drift():
 @pytest.mark.parametrize("n, poisson_level", [(10, None), (60, None), (60, 20.0), (300, 90.0)])
 def test_drift_false_alarms_on_noise_only(n, poisson_level):
     seeds = 400
-    named = sum(bool(steady.drift(*observed(flat, seed, n=n, poisson_level=poisson_level)).moves)
+    named = sum(bool(steady.drift(*step_series(flat, seed, n=n, poisson_level=poisson_level)).moves)
                 for seed in range(seeds))
     # Set for under 1 % of steps (both series); measured 0.2–0.7 % at 10–60 intervals, 0 at 300.
     assert named / seeds <= 0.02, named
@@ -155,7 +129,7 @@ def test_a_window_of_few_intervals_is_not_judged():
 
 
 def test_intervals_without_a_transaction_keep_their_place():
-    tps, mean = observed(lambda t: np.where(t < 30, 1.0, 0.7), 4, n=60)
+    tps, mean = step_series(lambda t: np.where(t < 30, 1.0, 0.7), 4, n=60)
     mean[[5, 6, 33]] = np.nan                           # no transaction, no mean
     [m] = [m for m in steady.drift(tps, mean).moves if m.series == "mean response time"]
     assert m.at == 30
@@ -170,11 +144,6 @@ def test_noise_is_robust_to_a_step_and_a_trend():
 
 
 # --- Poisson arrivals ------------------------------------------------------------------------------
-
-def whole_ms(gaps_s: np.ndarray) -> np.ndarray:
-    """Start times as Grinder logs them: whole ms."""
-    return np.floor(np.cumsum(gaps_s) * 1000.0 + 1.7e12)
-
 
 def test_exponential_gaps_pass_and_regular_or_bursty_ones_do_not():
     rng = np.random.default_rng(6)

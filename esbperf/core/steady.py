@@ -65,6 +65,8 @@ HAMPEL_HALF = 3
 # Longer series are judged on averages of consecutive intervals (the pairwise trend test is
 # quadratic in the number of points).
 MAX_POINTS = 1200
+# The shortest interval a window's series is counted in (series_interval_ms).
+MIN_INTERVAL_MS = 100
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,7 @@ def without_outliers(x: np.ndarray, sigma: float) -> np.ndarray:
     that median."""
     if len(x) < 2 * HAMPEL_HALF + 1 or sigma == 0.0:
         return x
-    padded = np.pad(x, HAMPEL_HALF, mode="edge")
+    padded = np.pad(x, HAMPEL_HALF, mode="reflect")    # an end's neighbours are those inside
     medians = np.median(np.lib.stride_tricks.sliding_window_view(padded, 2 * HAMPEL_HALF + 1), axis=1)
     return np.where(np.abs(x - medians) > OUTLIER_SIGMAS * sigma, medians, x)
 
@@ -281,6 +283,15 @@ def moves(name: str, values: Iterable[float | None]) -> tuple[Move, ...] | None:
     means = _means(x, points)
     return tuple(Move(name, "change point", (b - a) / abs(a) if a else math.inf, int(at[p * k]), a, b)
                  for p, a, b in zip(points, means, means[1:]))
+
+
+def series_interval_ms(window_ms: float) -> int:
+    """The interval a measured window's series are counted in: a second; in a window shorter than
+    MIN_INTERVALS seconds, a MIN_INTERVALS-th of it (at least MIN_INTERVAL_MS); in one longer than
+    MAX_POINTS seconds, as many whole seconds as keep MAX_POINTS intervals."""
+    if window_ms < MIN_INTERVALS * 1000:
+        return max(MIN_INTERVAL_MS, int(window_ms // MIN_INTERVALS))
+    return 1000 * max(1, math.ceil(window_ms / 1000 / MAX_POINTS))
 
 
 def drift(tps: Iterable[float | None], mean_ms: Iterable[float | None], interval_s: float = 1.0) -> Drift:

@@ -33,6 +33,7 @@ import numpy as np
 import polars as pl
 
 from esbperf.core.errors import EsbperfError
+from esbperf.core.steady import MAX_GAPS, series_interval_ms
 from esbperf.results import intlines
 from esbperf.results.files import line_blocks, lines_after_header, read_header
 from esbperf.results.histogram import BUCKETS, Histogram, bucket_index, bucket_low, bucket_shifts
@@ -57,6 +58,10 @@ RESPONSE_US = "Response us"
 MICROS = (RESPONSE_US,)
 OPEN_MODEL = ("Latency us", "Start lag us")
 
+# The warm-up counted interval by interval before the window (RowStats.interval_*): at most this long.
+SERIES_WARMUP_MS = 600_000
+# Grinder's start times are whole ms (`Start time (ms since Epoch)`).
+START_RESOLUTION_MS = 1.0
 # A start later than its due time by more than this is a late start (the workers' default
 # `esbperf.late.us`, docs/grinder.md): well above the ~0.1 ms a sleeping thread wakes late.
 LATE_START_US = 1000
@@ -96,6 +101,12 @@ class RowStats:
     max_lag_us: int | None = None
     lag_first_us: float | None = None        # mean start lag over the window's first fifth
     lag_last_us: float | None = None         # ... and over its last fifth
+    # Interval by interval (series_interval_ms, from the window's start; the warm-up before it at
+    # negative intervals), for the drift test and its graphs: successful transactions and the sum of
+    # their times (µs); None when the rows hold none. Index 0 is interval `interval_first` (<= 0).
+    interval_n: tuple[int, ...] | None = None
+    interval_us: tuple[int, ...] | None = None
+    interval_first: int = 0
 
     @property
     def starts(self) -> int:
@@ -162,6 +173,10 @@ class LogStats(RowStats):
     rt_source: str = ""                      # "us": Response us; "ms": Test time; "": no row at all
     threads_by_file: dict[str, int] = field(default_factory=dict)  # threads busy in the window (_count_block)
     tests: dict[int, RowStats] = field(default_factory=dict)       # Grinder test number -> its rows
+    interval_ms: int = 0                     # the length of RowStats' intervals
+    # Open model: runs of consecutive start times (ms) in the window, sorted, each from one block of
+    # one data log (one worker process's schedule) and at most MAX_GAPS + 1 long, for the Poisson check.
+    start_runs: list[np.ndarray] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def threads(self) -> int:
@@ -235,7 +250,9 @@ def log_stats(paths: list[Path], warmup_end_ms: int, end_ms: int) -> LogStats:
     if blocks:
         stats.rt_source = "us" if has["Response us"] else "ms"
         window = _Window(warmup_end_ms, end_ms, "response_us" if stats.rt_source == "us" else "time",
-                         open_model=has["Latency us"] and has["Start lag us"])
+                         open_model=has["Latency us"] and has["Start lag us"],
+                         interval_ms=series_interval_ms(end_ms - warmup_end_ms))
+        stats.interval_ms = window.interval_ms
         _aggregate(blocks, window, stats)
     for part in (stats, *stats.tests.values()):
         if not all(has[n] for n in ("Request bytes", "Response bytes")):
@@ -255,6 +272,7 @@ class _Window:
     end_ms: int
     value: str
     open_model: bool
+    interval_ms: int = 0         # > 0: count the window's transactions per interval of this length
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -273,6 +291,8 @@ class _Counts:
     groups: pl.DataFrame | None = None
     latency: pl.DataFrame | None = None
     threads: tuple[int, ...] = ()
+    intervals: pl.DataFrame | None = None     # per test and interval: successful transactions, their time
+    starts: np.ndarray | None = None          # open model: the window's start times, sorted (start_runs)
 
 
 def _block_rows(log: _Log, block: tuple[int, int], wanted: tuple[str, ...]) -> tuple[int, dict[str, np.ndarray]]:
@@ -339,7 +359,23 @@ def _count_block(log: _Log, block: tuple[int, int], window: _Window) -> _Counts:
     # before it and ended in or after it (at 320 users a 3 s window can pass inside one long answer).
     busy = timed | ((kind == WARMUP) & (column["start"] + column["time"] >= window.warmup_end_ms))
     counts.threads = tuple(_distinct(column["thread"][busy])[1].tolist())
+    if window.interval_ms:
+        counts.intervals = _interval_sums(column, kind, window)
+    if window.open_model:
+        counts.starts = np.sort(column["start"][timed])[:MAX_GAPS + 1]
     return counts
+
+
+def _interval_sums(column: dict[str, np.ndarray], kind: np.ndarray, window: _Window) -> pl.DataFrame:
+    """The block's successful transactions per test and interval, from the window's start (the
+    warm-up's at negative intervals; none after the window), and the sum of their times (in the
+    column's unit)."""
+    success = (kind == SUCCESS) | ((kind == WARMUP) & (column["errors"] == 0)
+                                   & (column["start"] >= window.warmup_end_ms - SERIES_WARMUP_MS))
+    return (pl.DataFrame({"test": column["test"][success],
+                          "interval": (column["start"][success] - window.warmup_end_ms) // window.interval_ms,
+                          "value": column[window.value][success]})
+            .group_by("test", "interval").agg(n=pl.len(), total=pl.col("value").sum()))
 
 
 def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -443,6 +479,7 @@ def _aggregate(blocks: list[tuple[_Log, tuple[int, int]]], window: _Window, stat
     while they work), and put their counts into `stats`."""
     groups, latency = _Folded(["kind", "test", "status"]), _Folded(["test"])
     threads: dict[str, set[int]] = {}
+    intervals: list[pl.DataFrame] = []
     with ThreadPoolExecutor(max_workers=pl.thread_pool_size()) as pool:
         for (log, _), counts in zip(blocks, pool.map(lambda block: _count_block(*block, window), blocks)):
             name = log.path.name
@@ -452,6 +489,10 @@ def _aggregate(blocks: list[tuple[_Log, tuple[int, int]]], window: _Window, stat
             threads.setdefault(name, set()).update(counts.threads)
             groups.add(counts.groups)
             latency.add(counts.latency)
+            if counts.intervals is not None:
+                intervals.append(counts.intervals)
+            if counts.starts is not None and len(counts.starts) > 1:
+                stats.start_runs.append(counts.starts)
     for name, seen in threads.items():     # a thread counts once per log, whichever tests it ran
         stats.threads_by_file[name] = len(seen)
     if not groups:
@@ -465,6 +506,8 @@ def _aggregate(blocks: list[tuple[_Log, tuple[int, int]]], window: _Window, stat
     scale = 1 if window.value == "response_us" else 1000    # histograms are in µs
     for part in tests.values():
         part.response, part.failed_response = part.response.scaled(scale), part.failed_response.scaled(scale)
+    if intervals:
+        _add_intervals(pl.concat(intervals), window, scale, tests)
     if window.open_model:
         for part in tests.values():
             part.latency = Histogram()
@@ -477,6 +520,19 @@ def _aggregate(blocks: list[tuple[_Log, tuple[int, int]]], window: _Window, stat
         stats._lag(timed)
         for (test,), group in timed.group_by("test"):
             tests[test]._lag(group)
+
+
+def _add_intervals(frame: pl.DataFrame, window: _Window, scale: int, tests: dict[int, RowStats]) -> None:
+    """Each test's per-interval counts and time sums (µs) from the blocks' (_interval_sums)."""
+    size = max(1, -(-(window.end_ms - window.warmup_end_ms) // window.interval_ms))
+    for (test,), group in frame.group_by("test"):
+        part = tests.setdefault(test, RowStats())
+        at = group["interval"].to_numpy()
+        part.interval_first = min(0, int(at.min()))
+        n, us = np.zeros(size - part.interval_first, dtype=np.int64), np.zeros(size - part.interval_first, dtype=np.int64)
+        np.add.at(n, at - part.interval_first, group["n"].to_numpy())
+        np.add.at(us, at - part.interval_first, group["total"].to_numpy() * scale)
+        part.interval_n, part.interval_us = tuple(n.tolist()), tuple(us.tolist())
 
 
 def interval_counts(paths: list[Path], warmup_end_ms: int, end_ms: int, interval_ms: int,

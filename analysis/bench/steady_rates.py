@@ -1,0 +1,109 @@
+"""The rates of esbperf/core/steady.py's rules on synthetic series over many seeds, the figures
+docs/methodology.md quotes ("Steps that judge themselves"):
+
+    .venv/bin/python analysis/bench/steady_rates.py [--seeds 200]
+
+- the warm-up test (steady(), asked once a second as the runner asks it, the measurement to come
+  60 s): when it opens on noise only, after a step change, on a JIT-like warm-up (what is left of
+  it then), on a series that never settles, on a ramp that goes on (and whether the drift test
+  then names the window), and whether a slowdown after the warm-up is named where it happened;
+- the drift test's false alarms on noise only (per step: throughput and mean together);
+- the Poisson check's false alarms on true exponential gaps (exact and whole-ms times) and how
+  often it refuses regular, jittered and bursty schedules.
+tests/test_steady.py asserts bounds on the same figures with fewer seeds."""
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from esbperf.analysis.synthetic import step_series, whole_ms, window_opens
+from esbperf.core import steady
+
+
+def flat(t):
+    return np.ones_like(t)
+
+
+def share(hits: int, seeds: int) -> str:
+    return f"{hits}/{seeds} ({hits / seeds:.2%})"
+
+
+def warm_up(seeds: int) -> None:
+    for level, name in ((None, "2000/s, 3 % noise"), (20.0, "20/s, Poisson")):
+        opened = [window_opens(*step_series(flat, s, poisson_level=level)) for s in range(seeds)]
+        print(f"noise only, {name}: opens at 11 s in {share(sum(t == 11 for t in opened), seeds)}, "
+              f"median {np.median(opened):g} s, latest {max(opened)} s")
+    opened = [window_opens(*step_series(lambda t: np.where(t < 8, 0.5, 1.0), s)) for s in range(seeds)]
+    print(f"step change at 8 s: opens at median {np.median(opened):g} s (earliest {min(opened)}, latest {max(opened)})")
+    shape = (lambda t: 1 - 0.4 * np.exp(-t / 15))
+    opened, left = [], []
+    for s in range(seeds):
+        t = window_opens(*step_series(shape, s))
+        opened.append(t)
+        if t is not None:
+            left.append(1 - shape(np.float64(t)) / shape(np.arange(t, t + 60, dtype=float)).mean())
+    shown = [t for t in opened if t is not None]
+    print(f"warm-up 1 - 0.4 e^(-t/15): opens at median {np.median(shown):g} s (earliest {min(shown)}), never "
+          f"{opened.count(None)}; left of it then: median {np.median(left):.1%}, largest {max(left):.1%}")
+    shape = (lambda t: 1 + 0.15 * ((t // 8) % 2))
+    never = sum(window_opens(*step_series(shape, s)) is None for s in range(seeds))
+    print(f"never settles (15 % every 8 s): shut until 60 s in {share(never, seeds)}")
+    opened = named = 0
+    for s in range(seeds):
+        tps, mean = step_series(lambda t: 0.7 + 0.005 * t, s)
+        t = window_opens(tps, mean)
+        if t is not None:
+            opened += 1
+            named += any(m.series == "throughput" and m.share > 0 for m in steady.drift(tps[t:t + 60], mean[t:t + 60]).moves)
+    print(f"a ramp of 0.5 %/s that goes on: opened in {share(opened, seeds)}, the window then named in {named}/{opened}")
+    shape = (lambda t: np.where(t < 40, 1 - 0.5 * np.exp(-t / 5), 0.8))
+    right = 0
+    for s in range(seeds):
+        tps, mean = step_series(shape, s)
+        t = window_opens(tps, mean)
+        moves = {(m.series, m.kind): m for m in steady.drift(tps[t:t + 60], mean[t:t + 60]).moves}
+        move = moves.get(("throughput", "change point"))
+        right += move is not None and abs(move.at - (40 - t)) <= 1
+    print(f"slowdown of 20 % at 40 s: named within 1 s of it in {share(right, seeds)}")
+
+
+def drift(seeds: int) -> None:
+    for n, level in ((10, None), (60, None), (20, 20.0), (60, 20.0), (300, 90.0)):
+        count = seeds * 10 if n <= 60 else seeds * 2
+        named = sum(bool(steady.drift(*step_series(flat, s, n=n, poisson_level=level)).moves) for s in range(count))
+        print(f"drift false alarms, noise only, {n} intervals, {'Poisson %g' % level if level else '3 % noise'}: "
+              f"{share(named, count)}")
+
+
+def arrivals(seeds: int) -> None:
+    count = seeds * 20
+    exact = sum(steady.exponential_gaps([np.cumsum(np.random.default_rng(s).exponential(0.02, 300))]).exponential
+                is False for s in range(count))
+    rounded = sum(steady.exponential_gaps([whole_ms(np.random.default_rng(s).exponential(0.02, 300))], 1.0)
+                  .exponential is False for s in range(count))
+    print(f"Poisson check false alarms, 300 exponential gaps at 50/s: exact times {share(exact, count)}, "
+          f"whole-ms times {share(rounded, count)}")
+    for rate in (50.0, 300.0):
+        for kind in ("regular", "jittered ±20 %", "bursty"):
+            refused = 0
+            for s in range(seeds):
+                rng, n = np.random.default_rng(s), 300
+                gaps = {"regular": np.full(n, 1 / rate), "jittered ±20 %": 1 / rate + rng.normal(0, 0.2 / rate, n),
+                        "bursty": np.where(rng.random(n) < 0.5, rng.exponential(0.1 / rate, n),
+                                           rng.exponential(1.9 / rate, n))}[kind]
+                refused += steady.exponential_gaps([whole_ms(gaps)], 1.0).exponential is False
+            print(f"Poisson check, {kind} schedule at {rate:g}/s, 300 gaps, whole ms: refused {share(refused, seeds)}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=200)
+    seeds = parser.parse_args().seeds
+    warm_up(seeds)
+    drift(seeds)
+    arrivals(seeds)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,156 @@
+"""Steps that judge themselves, in the analysis: a window that drifted is named (summary.csv
+`drift`, a validity warning, its series in the report), a percentile from too few transactions
+is not shown, an `arrivals: poisson` step whose starts were not Poisson is named, and each step
+gets one verdict (`valid`) that the tables, graphs, `esbperf compare` and the gate carry. Every
+data log is written here with the rows the expected figures follow from."""
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from esbperf.analysis import synthetic
+from esbperf.analysis.report import analyse, build_report
+from test_analysis import END, WARMUP_END, data_log, ok_row, write_meta
+from test_gate import esbperf
+
+
+def paced_rows(per_second: list[int], ms: list[int], start: int = WARMUP_END) -> list[tuple]:
+    """Rows of a 10-second window: in second k, per_second[k] transactions of ms[k] ms, evenly
+    spaced, over 4 threads; a second's count varies by up to 2 (k % 3), as a real one does."""
+    rows = []
+    for k, (n, t) in enumerate(zip(per_second, ms)):
+        n += k % 3
+        rows += [ok_row(start + k * 1000 + i * 1000 // n, t, thread=i % 4, us=t * 1000 + (i % 7) * 10) for i in range(n)]
+    return rows
+
+
+def closed_step(run: Path, users: int, rows: list[tuple], iteration: int = 1, **meta) -> Path:
+    folder = synthetic.write_step(synthetic.step_dir(run, "proxy", "1KB", users, iteration), "proxy", "camel", 1024,
+                                  "1KB", users, iteration, warmup_s=30, duration_s=10)
+    data_log(folder / "logs" / "client-0-data.log", rows)
+    if meta:
+        write_meta(folder, **meta)
+    return folder
+
+
+STEADY = paced_rows([200] * 10, [1] * 10)
+SLOWED = paced_rows([200] * 6 + [100] * 4, [1] * 6 + [2] * 4)     # half as fast from 6 s on
+
+
+def test_a_window_that_slowed_is_named_with_its_series_and_marked_everywhere(tmp_path: Path):
+    run = synthetic.write_run(tmp_path / "camel-run", "camel")
+    closed_step(run, 1, STEADY, warmup_used_s=12.5)
+    closed_step(run, 20, SLOWED)
+    out, analysis = build_report([run], tmp_path / "out")
+    rows = {r["users"]: r for r in pl.read_csv(out / "summary.csv").to_dicts()}
+    assert rows[1]["drift"] is False and not rows[1]["drift_moves"] and "drift" not in rows[1]["valid"]
+    assert rows[20]["drift"] is True and "drift" in rows[20]["valid"].split(";")
+    assert rows[20]["drift_moves"] == ("throughput fell 50% at 6 s (change point); "      # 1.03 → 2.03 ms:
+                                       "mean response time rose 97% at 6 s (change point)")    # + 97 %
+    # step.json's warm-up, else the workers' first report (synthetic: 0.5 s after the start) to the window
+    assert (rows[1]["warmup_used_s"], rows[20]["warmup_used_s"]) == (12.5, 29.5)
+    [warning] = [w for w in analysis.warnings if w.kind == "drift"]
+    assert warning.steps == ((run.name, "proxy/1KB/20/iter-1"),) and "fell 50% at 6 s" in warning
+
+    [graph] = analysis.series_graphs                                   # its intervals, in the report
+    tps = {s.label: s for s in graph.panels[0].series}["camel measured"]
+    assert tps.x == [float(k) for k in range(10)] and tps.y[0] == 200 and tps.y[-1] == 100 + 9 % 3
+    html = (out / "report.html").read_text()
+    assert 'id="drift"' in html and graph.name in html
+    assert "not valid: drift" in html and 'class="invalid"' in html
+    svg = ET.parse(out / "graphs" / "proxy-tps-vs-users.svg")         # the drifted step's point is hollow
+    assert "invalid-camel" in {e.get("id") for e in svg.iter()}
+    [agg] = analysis.aggregate.filter(pl.col("users") == 20).to_dicts()
+    assert "drift" in agg["valid"].split(";")
+
+
+def test_a_window_too_short_for_the_drift_test_is_not_judged(tmp_path: Path):
+    run = synthetic.write_run(tmp_path / "r", "camel")
+    folder = closed_step(run, 1, [ok_row(WARMUP_END + i * 5, 1) for i in range(100)])
+    write_meta(folder, end_ms=WARMUP_END + 500)                        # 0.5 s: five intervals of 100 ms
+    [row] = analyse([run]).summary.to_dicts()
+    assert row["drift"] is None and row["drift_moves"] == "not judged: 5 interval(s), fewer than 10"
+
+
+def test_percentiles_from_too_few_transactions_are_not_shown(tmp_path: Path):
+    run = synthetic.write_run(tmp_path / "r", "camel")
+    closed_step(run, 1, [ok_row(WARMUP_END + i * 50, 1, us=1000 + i) for i in range(100)])
+    out, analysis = build_report([run], tmp_path / "out")
+    [row] = pl.read_csv(out / "summary.csv").to_dicts()
+    assert row["rt_p50_ms"] == pytest.approx(1.049) and row["rt_p95_ms"] == pytest.approx(1.094)   # 6 and 72 needed
+    assert row["rt_p99_ms"] is None and row["rt_p99_9_ms"] is None                                # 368 and 3 688
+    html = (out / "report.html").read_text()
+    assert '<span title="not measured: 100 transactions, a p99 needs 368">–</span>' in html
+    assert '<span title="not measured: 100 transactions, a p99.9 needs 3,688">–</span>' in html
+    assert "p99 368, p99.9 3,688" in html                                 # the note under the table
+    [pct] = [g for g in analysis.graphs if g.name.endswith("percentiles")]
+    assert [y is None for y in pct.panels[0].series[0].y] == [False] * 4 + [True] * 5   # p50–p95 shown
+
+
+def poisson_run(run_dir: Path, schedules: dict[float, np.ndarray]) -> Path:
+    """An `arrivals: poisson` run of open-model steps, one per rate, each logged by two worker
+    processes whose starts are `schedules[rate]` (gaps in s) in whole ms."""
+    run = synthetic.write_run(run_dir, "camel", plan=synthetic.plan_dict("open", rates=list(schedules),
+                                                                         arrivals="poisson", seed=1))
+    for rate, gaps in schedules.items():
+        folder = synthetic.write_step(run_dir / "proxy" / "1KB" / f"r{rate:g}" / "it1", "proxy", "camel", 1024,
+                                      "1KB", 20, 1, warmup_s=30, duration_s=10, rate=rate, plan="open")
+        for process in range(2):
+            starts = synthetic.whole_ms(gaps[process::2]) - synthetic.BASE_MS + WARMUP_END
+            rows = [(i % 10, i, 1, int(t), 2, 0, 200, 1024, 1100, 2000, 2300, 300) for i, t in enumerate(starts)
+                    if t < END]
+            data_log(folder / "logs" / f"client-{process}-data.log", rows, synthetic.OPEN_DATA_LOG_HEADER)
+    return run
+
+
+def test_poisson_steps_whose_starts_were_not_poisson_are_named(tmp_path: Path):
+    rng = np.random.default_rng(3)
+    run = poisson_run(tmp_path / "open", {100.0: rng.exponential(1 / 50, 2000),       # each process 50/s
+                                          200.0: np.full(4000, 1 / 100)})              # evenly spaced
+    analysis = analyse([run])
+    rows = {r["rate"]: r for r in analysis.summary.to_dicts()}
+    assert rows[100.0]["poisson_arrivals"] is True and rows[200.0]["poisson_arrivals"] is False
+    assert rows[200.0]["arrivals_test"].startswith("KS distance 0.6")
+    [warning] = [w for w in analysis.warnings if w.kind == "not-poisson"]
+    assert len(warning.steps) == 1 and "r200" in warning.steps[0][1]
+    assert rows[200.0]["valid"] == "not-poisson" and rows[100.0]["valid"] == "yes"
+
+
+def test_steps_of_uniform_arrivals_are_not_tested_for_poisson(tmp_path: Path):
+    run = poisson_run(tmp_path / "open", {200.0: np.full(4000, 1 / 100)})
+    info = json.loads((run / "run.json").read_text())
+    del info["plan"]["arrivals"], info["plan"]["seed"]
+    (run / "run.json").write_text(json.dumps(info))
+    [row] = analyse([run]).summary.to_dicts()
+    assert row["poisson_arrivals"] is None and row["arrivals_test"] == ""
+
+
+def test_compare_and_the_gate_say_when_a_step_is_not_valid(tmp_path: Path, capsys):
+    base, new = (synthetic.write_run(tmp_path / name, "camel") for name in ("base", "new"))
+    closed_step(base, 1, STEADY)
+    closed_step(new, 1, SLOWED)
+    code, out, _ = esbperf(capsys, "compare", base, new, "--out", tmp_path / "cmp", "--max-tps-drop", "5%",
+                           "--junit", tmp_path / "gate.xml")
+    assert code == 1, out
+    assert "esbperf: 1 of 1 compared step(s) hold a step that is not a valid measurement" in out
+    # Both steps are named by Little's law too (one user, four threads): `valid` lists every warning.
+    said = "[not a valid measurement: the base run: littles-law; the new run: drift, littles-law]"
+    assert said in out and "esbperf: 1 check(s) judged a step that is not a valid measurement" in out
+    [ratio] = pl.read_csv(tmp_path / "cmp" / "ratios.csv").to_dicts()
+    assert (ratio["valid"], ratio["valid_reference"]) == ("drift;littles-law", "littles-law")
+    assert "drift, littles\u2011law / littles\u2011law" in (tmp_path / "cmp" / "report.html").read_text()
+    [case] = ET.parse(tmp_path / "gate.xml").getroot().iter("testcase")
+    assert said in case.find("failure").get("message")
+
+
+def test_the_gate_does_not_judge_a_percentile_it_cannot_measure(tmp_path: Path, capsys):
+    run = synthetic.write_run(tmp_path / "r", "camel")
+    closed_step(run, 1, [ok_row(WARMUP_END + i * 50, 2) for i in range(100)])
+    code, out, _ = esbperf(capsys, "report", run, "--out", tmp_path / "rep", "--max-p99-ms", "1")
+    assert code == 0, out
+    assert "gate passed: 0 of 1 check(s) broke a limit" in out
