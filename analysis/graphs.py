@@ -58,6 +58,8 @@ RANGE_BARS = "bars: range of the per-iteration values (figure: iterations pooled
 CLIPPED_BARS = "bars clipped at the axis, which spans the data"
 # Characters of a caption line per inch of figure width (matplotlib's default 10 pt font).
 CAPTION_CHARS_PER_INCH = 12
+# ... and of a title line (its larger font).
+TITLE_CHARS_PER_INCH = 10
 # The y axis spans the data and this share of the axis beyond each end the graph does not fix.
 Y_MARGIN = 0.05
 # Panels per row, and a panel's size (inches at 100 dpi): three panels (1080 px) fit the report's
@@ -390,7 +392,8 @@ def rate_graphs(rows: pl.DataFrame, stem: str, scenario: str, labels: dict[tuple
         series = (_series(sweep, "rate", f"lat_{p}_ms", labels, by_users=by_users)
                   + _series(sweep, "rate", f"rt_{p}_ms", labels, suffix=" service time", linestyle="--",
                             by_users=by_users))
-        panels.append(Panel(name, series))
+        if series:            # a p99.9 from too few transactions is not measured: no panel
+            panels.append(Panel(name, series))
     graphs = [Graph(f"{stem}-latency-vs-rate", f"{scenario}: latency vs offered load (open model)",
                     ylabel="ms: latency from the due start (solid), service time (dashed)", panels=panels,
                     **common),
@@ -465,7 +468,7 @@ def series_graphs(summary: pl.DataFrame, step_histograms: dict[tuple, StepHistog
         test = f" test {r['test']}" if r["step_tests"] > 1 else ""
         # Two panels are 7.2 inches wide: the title wraps at what fits them.
         title = textwrap.fill(f"{r['run']} {r['step_dir']}{test}: {r['drift_moves']}",
-                              int(2 * PANEL_WIDTH * CAPTION_CHARS_PER_INCH))
+                              int(2 * PANEL_WIDTH * TITLE_CHARS_PER_INCH))
         graphs.append(Graph(slug(f"drift-{r['run']}-{r['step_dir']}{test}"), title,
                             xlabel="s from the window's start (negative: the warm-up)", ylabel="per interval",
                             panels=panels, ymin=None, sharey=False))

@@ -33,9 +33,11 @@ _NORMAL = statistics.NormalDist()
 # The trend test's false-alarm level (two-sided).
 ALPHA = 0.001
 # PELT's penalty per change point, in units of the noise variance, is PENALTY × ln(number of
-# points), raised for short series (penalty()): pure noise of 10 to 1200 points then shows a change
-# point in fewer than 0.5 % of series (tests/test_steady.py measures it). The BIC's would be
-# 2 ln n; Barrett et al. chose 15 ln n on their mean-and-variance cost, which counts in other units.
+# points), raised for short series (penalty(): the normal and Student's ALPHA_PENALTY points, at
+# NOISE_DF_SHARE degrees of freedom per interval): pure noise of 10 to 1200 points then shows a
+# change point in fewer than 0.5 % of series (analysis/bench/steady_rates.py measures the drift
+# test's false alarms, tests/test_steady.py bounds them). The BIC's would be 2 ln n; Barrett et
+# al. chose 15 ln n on their mean-and-variance cost, which counts in other units.
 PENALTY = 4.0
 ALPHA_PENALTY = 0.01
 NOISE_DF_SHARE = 0.5
