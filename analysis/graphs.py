@@ -445,11 +445,13 @@ def percentile_graph(rows: pl.DataFrame, scenario: str, labels: dict[tuple[str, 
 
 def series_graphs(summary: pl.DataFrame, step_histograms: dict[tuple, StepHistograms],
                   labels: dict[tuple[str, str], str]) -> list[Graph]:
-    """For each step iteration whose window drifted (summary.csv's `drift`), at most
-    SERIES_GRAPHS: its throughput and mean response time interval by interval, the warm-up (at
-    negative seconds, dashed) and the measurement window (solid), so the move can be seen."""
+    """For each step iteration whose window drifted (summary.csv's `drift`) or whose automatic
+    warm-up found no steady state (`warmup_steady` false), at most SERIES_GRAPHS: its throughput and
+    mean response time interval by interval, the warm-up (at negative seconds, dashed) and the
+    measurement window (solid), so the move can be seen."""
     graphs = []
-    drifted = summary.filter(pl.col("drift").fill_null(False)) if "drift" in summary.columns else summary.clear()
+    moved = pl.col("drift").fill_null(False) | (pl.col("warmup_steady") == False)  # noqa: E712 (null: a fixed warm-up)
+    drifted = summary.filter(moved.fill_null(False)) if "drift" in summary.columns else summary.clear()
     for r in drifted.head(SERIES_GRAPHS).iter_rows(named=True):
         h = step_histograms.get((r["run"], r["step_dir"], r["test"]))
         if h is None or not h.series or not h.series[0]:
@@ -467,7 +469,10 @@ def series_graphs(summary: pl.DataFrame, step_histograms: dict[tuple, StepHistog
             panels.append(Panel(title, parts))
         test = f" test {r['test']}" if r["step_tests"] > 1 else ""
         # Two panels are 7.2 inches wide: the title wraps at what fits them.
-        title = textwrap.fill(f"{r['run']} {r['step_dir']}{test}: {r['drift_moves']}",
+        what = "; ".join(m for m in (r["drift_moves"] if r["drift"] else "",
+                                      f"no steady state ({r['warmup_unsteady']})" if r["warmup_steady"] is False else "")
+                         if m)
+        title = textwrap.fill(f"{r['run']} {r['step_dir']}{test}: {what}",
                               int(2 * PANEL_WIDTH * TITLE_CHARS_PER_INCH))
         graphs.append(Graph(slug(f"drift-{r['run']}-{r['step_dir']}{test}"), title,
                             xlabel="s from the window's start (negative: the warm-up)", ylabel="per interval",

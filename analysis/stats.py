@@ -371,7 +371,11 @@ def steady_columns(run: Run, step: Step, part: RowStats, logs: LogStats, window_
     whole ms; None in other steps, or when not judged) and the test's figures."""
     found = window_drift(part, logs.interval_ms, window_s)
     gaps = steady.exponential_gaps(logs.start_runs, START_RESOLUTION_MS) if poisson_step(run, step) else None
-    return {"warmup_used_s": warmup_used_s(step), "drift": found.drifted, "drift_moves": found.describe(),
+    warmup = step.meta.get("warmup") if isinstance(step.meta.get("warmup"), dict) else {}
+    return {"warmup_used_s": warmup_used_s(step),
+            # `warmup_s: auto`: whether the step became steady before warmup_max_s (None: a fixed warm-up).
+            "warmup_steady": warmup.get("steady"), "warmup_unsteady": warmup.get("reason") or "",
+            "drift": found.drifted, "drift_moves": found.describe(),
             "poisson_arrivals": None if gaps is None else gaps.exponential,
             "arrivals_test": "" if gaps is None else gaps.describe()}
 

@@ -259,6 +259,13 @@ def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
                           "figures measure the stall, not the target (docs/thesis.md)",
                           lambda r: f"{r['stall_share']:.0%} of the transactions at the timer, target CPU "
                                     f"{_target_cpu(r, roles)}"))
+    unsteady = [r for r in steps if r.get("warmup_steady") is False]
+    if unsteady:
+        out.append(_about("no-steady-state", unsteady, "step", "with no steady state: their automatic warm-up "
+                          "(`warmup_s: auto`) saw throughput or mean response time still moving at warmup_max_s, "
+                          "when they were measured all the same (docs/methodology.md); their figures depend on when "
+                          "they were read, and the report draws their intervals",
+                          lambda r: f"{r['warmup_used_s']:g} s of warm-up; {r['warmup_unsteady']}"))
     moved = [r for r in rows if r.get("drift")]
     if moved:
         out.append(_about("drift", moved, "step", "whose throughput or mean response time moved beyond the noise "
