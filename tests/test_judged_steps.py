@@ -154,3 +154,24 @@ def test_the_gate_does_not_judge_a_percentile_it_cannot_measure(tmp_path: Path, 
     code, out, _ = esbperf(capsys, "report", run, "--out", tmp_path / "rep", "--max-p99-ms", "1")
     assert code == 0, out
     assert "gate passed: 0 of 1 check(s) broke a limit" in out
+
+
+def test_a_step_whose_auto_warm_up_found_no_steady_state_is_named_with_its_intervals(tmp_path: Path):
+    """warmup_s: auto reached warmup_max_s with the series still moving: the step is measured all the
+    same, named (`no-steady-state`), not valid, and its intervals are drawn; a steady one is not."""
+    run = synthetic.write_run(tmp_path / "camel-run", "camel")
+    closed_step(run, 1, STEADY, warmup_s="auto", warmup_used_s=3.2,
+                warmup={"steady": True, "reason": "", "interval_s": 0.25, "tps": [], "mean_us": []})
+    closed_step(run, 20, STEADY, warmup_s="auto", warmup_used_s=60.0,
+                warmup={"steady": False, "reason": "throughput rose 25% 6 s ago", "interval_s": 0.25,
+                        "tps": [], "mean_us": []})
+    out, analysis = build_report([run], tmp_path / "out")
+    rows = {r["users"]: r for r in pl.read_csv(out / "summary.csv").to_dicts()}
+    assert rows[1]["warmup_steady"] is True and "no-steady-state" not in rows[1]["valid"]
+    assert rows[20]["warmup_steady"] is False and rows[20]["warmup_unsteady"] == "throughput rose 25% 6 s ago"
+    assert "no-steady-state" in rows[20]["valid"].split(";")
+    [warning] = [w for w in analysis.warnings if w.kind == "no-steady-state"]
+    assert warning.steps == ((run.name, "proxy/1KB/20/iter-1"),)
+    assert "60 s of warm-up; throughput rose 25% 6 s ago" in warning
+    [graph] = analysis.series_graphs
+    assert "no steady state (throughput rose 25% 6 s ago)" in graph.title.replace("\n", " ")
