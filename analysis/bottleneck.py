@@ -79,9 +79,13 @@ def counted_link(counters: dict[str, list[Point]], measure_ms: int, interface: s
                 [(t, b * 8 / 1e6 / (ms / 1000)) for t, ms, b in chosen])
 
 
-def _judge(role: str, resource: str, percents: list[float], mean: float) -> dict | None:
+def _judge(role: str, resource: str, percents: list[float], mean: float,
+           threshold: float = THRESHOLD_PERCENT) -> dict | None:
+    """A verdict when the resource held above `threshold` for SUSTAIN_SAMPLES samples, or its mean is."""
+    if not percents:
+        return None
     held = max(min(percents[i:i + SUSTAIN_SAMPLES]) for i in range(max(1, len(percents) - SUSTAIN_SAMPLES + 1)))
-    if held > THRESHOLD_PERCENT or mean > THRESHOLD_PERCENT:
+    if held > threshold or mean > threshold:
         return {"role": role, "resource": resource, "max_percent": round(max(percents), 1),
                 "mean_percent": round(mean, 1), "sustained_percent": round(held, 1)}
     return None
@@ -110,3 +114,24 @@ def assess(role: str, cpu: list[Point], rx: dict[str, list[Point]], tx: dict[str
                 if verdict:
                     load.bottlenecks.append(verdict)
     return load
+
+
+# The client must not be the bottleneck: a load host (the client, load2, ...) whose cores, or whose
+# worker JVMs, were busier than this during the window made the step client-bound, whatever the
+# other hosts did (Hyperfoil's watchdog fails a run at 80 % of an agent's CPU).
+CLIENT_BOUND_PERCENT = 80.0
+
+
+def client_bound(role: str, cpu_percents: list[float], proc_percents: list[float], cores: int | None) -> list[dict]:
+    """The verdicts that make a step client-bound on a load host: its CPU (`cpu.total`, of its own
+    cores) or its worker JVMs' (`proc.cpu`, % of one core, over `cores`) above CLIENT_BOUND_PERCENT,
+    held for SUSTAIN_SAMPLES samples or on average over the window."""
+    found = []
+    if cpu_percents:
+        verdict = _judge(role, "cpu", cpu_percents, sum(cpu_percents) / len(cpu_percents), CLIENT_BOUND_PERCENT)
+        found += [verdict] if verdict else []
+    if proc_percents and cores:
+        workers = [p / cores for p in proc_percents]
+        verdict = _judge(role, "workers", workers, sum(workers) / len(workers), CLIENT_BOUND_PERCENT)
+        found += [verdict] if verdict else []
+    return found

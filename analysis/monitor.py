@@ -23,7 +23,7 @@ SCHEMA = {"time_ms": pl.Int64, "phase": pl.String, "metric": pl.String, "subject
 @dataclass
 class HostStats:
     role: str
-    cpu_mean: float | None = None     # cpu.total, percent of all cores
+    cpu_mean: float | None = None     # cpu.total, percent of the host's cores
     cpu_max: float | None = None
     rx_mbit: float | None = None      # received, Mbit/s, on the counted interface
     tx_mbit: float | None = None
@@ -34,6 +34,8 @@ class HostStats:
     gap_ms: float = 0.0               # time the monitor was unreachable during the measurement
     malformed_lines: int = 0
     bottlenecks: list[dict] = field(default_factory=list)   # bottleneck.assess's verdicts
+    cpu_samples: list[float] = field(default_factory=list)    # the window's cpu.total samples
+    proc_samples: list[float] = field(default_factory=list)   # the window's proc.cpu readings, summed per reading
 
 
 def host_stats(path: Path, role: str, link_mbit: float | None = None, measure_ms: int | None = None,
@@ -68,9 +70,10 @@ def host_stats(path: Path, role: str, link_mbit: float | None = None, measure_ms
 
     # Several processes may match one watch (or several watches): their sum per reading.
     proc = (rows.filter((pl.col("metric") == "proc.cpu") & stamped_in).group_by("time_ms")
-            .agg(pl.col("value").sum())["value"])
+            .agg(pl.col("value").sum()).sort("time_ms")["value"])
     if len(proc):
         stats.proc_cpu_mean, stats.proc_cpu_max = proc.mean(), proc.max()
+        stats.proc_samples = proc.to_list()
     stats.gap_ms = measured.filter(pl.col("metric") == "gap")["value"].sum()
 
     cpu = rows.filter(pl.col("metric") == "cpu.total").select("time_ms", "value").rows()
@@ -79,6 +82,7 @@ def host_stats(path: Path, role: str, link_mbit: float | None = None, measure_ms
     for t, metric, subject, value in net.select("time_ms", "metric", "subject", "value").iter_rows():
         counters[metric[4:6]].setdefault(subject or "", []).append((t, value))
     load = bottleneck.assess(role, cpu, counters["rx"], counters["tx"], measure_ms, link_mbit, interface, end_ms)
+    stats.cpu_samples = [v for t, v in sorted(cpu) if bottleneck.in_window(t, measure_ms, end_ms)]
     stats.cpu_mean, stats.cpu_max = load.cpu_mean, load.cpu_max
     stats.rx_mbit, stats.tx_mbit, stats.link_percent = load.rx.mbit, load.tx.mbit, load.link_percent
     names = [n for n in dict.fromkeys((load.rx.interface, load.tx.interface)) if n]

@@ -12,6 +12,7 @@ from typing import Any, Iterable
 
 import polars as pl
 
+from esbperf.analysis import bottleneck
 from esbperf.analysis.bottleneck import THRESHOLD_PERCENT  # noqa: F401  (re-exported for graphs and tables)
 from esbperf.analysis.gc import GC_FIGURES, GC_ROLES, GcStats, gc_stats
 from esbperf.analysis.monitor import HostStats, host_stats
@@ -20,7 +21,7 @@ from esbperf.analysis.runs import BASELINE_TARGET, Run, Step
 from esbperf.core.errors import EsbperfError
 from esbperf.core import steady
 from esbperf.core.plan import parse_size
-from esbperf.core.roles import BACKENDS, FIXED as FIXED_ROLES
+from esbperf.core.roles import BACKENDS, CLIENT, FIXED as FIXED_ROLES, is_load
 from esbperf.core.scenarios import contract
 from esbperf.results.datalog import START_RESOLUTION_MS, LogStats, RowStats, log_stats
 from esbperf.results.histogram import Histogram, nearest_rank
@@ -101,6 +102,21 @@ def distribution_figures(h: StepHistograms) -> dict[str, Any]:
     lat = describe(h.latency, LATENCY_PERCENTILES)
     row.update({f"lat_{k}_ms": lat[k] for k in ("mean", "max", *LATENCY_PERCENTILES)})
     return row
+
+
+def client_bound(run: Run, step: Step, hosts: dict[str, HostStats]) -> list[str]:
+    """`client:cpu 93%` for each load host (client, load2, ...) whose cores or worker JVMs were
+    busier than bottleneck.CLIENT_BOUND_PERCENT in the window (bottleneck.client_bound): the
+    client, not the target, may have set the step's figures."""
+    found = []
+    for role, h in hosts.items():
+        if role != CLIENT and not is_load(role):
+            continue
+        cpus = step.host(role).get("cpus") or (run.info.get("hosts") or {}).get(role, {}).get("cpus")
+        cores = len(cpus) if cpus else (run.info.get("environment") or {}).get("cores")
+        for v in bottleneck.client_bound(role, h.cpu_samples, h.proc_samples, cores):
+            found.append(f"{role}:{v['resource']} {max(v['mean_percent'], v['sustained_percent']):.0f}%")
+    return found
 
 
 def bottlenecks(hosts: dict[str, HostStats]) -> list[str]:
@@ -451,7 +467,9 @@ def _step_columns(run: Run, step: Step, logs: LogStats, hosts: dict[str, HostSta
     for role in GC_ROLES:
         tail.update(gc_columns(role, (gcs or {}).get(role)))
     verdicts = bottlenecks(hosts)
+    bound = client_bound(run, step, hosts)
     end = {"monitor_missing": ";".join(r for r in roles if r not in hosts),
+           "client_bound": bool(bound), "client_bound_by": ";".join(bound),
            "monitor_malformed_lines": sum(h.malformed_lines for h in hosts.values()),
            "bottleneck": bool(verdicts), "bottlenecks": ";".join(verdicts),
            "step_dir": str(step.dir.relative_to(run.dir))}

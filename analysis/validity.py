@@ -6,6 +6,7 @@ import polars as pl
 from esbperf.core import steady
 from esbperf.core.roles import BACKENDS, CLIENT, ESB, is_load
 from esbperf.results.datalog import LATE_START_US
+from esbperf.analysis import bottleneck
 from esbperf.analysis.runs import BASELINE_TARGET, Run
 from esbperf.analysis.stats import (CONSOLE_TOLERANCE, LAG_GROWTH_SHARE, LITTLE_TOLERANCE, MIN_SAMPLES_PER_STEP,
                                     ROLES, SCHEDULE_SHORTFALL, XCHECK_MEAN_FLOOR_MS, XCHECK_MEAN_SHARE,
@@ -181,6 +182,13 @@ def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
         out.append(_about("network-faults", faulty, "step", "ran while a network fault was emulated on a link "
                           "(`esbperf testbed fault`: loss, delay), so they measure the fault, not the ESB",
                           lambda r: r["network_faults"]))
+    bound = [r for r in steps if r.get("client_bound")]
+    if bound:
+        out.append(_about("client-bound", bound, "step", "whose client was the bottleneck: a load host's cores, or "
+                          f"its worker JVMs, were more than {bottleneck.CLIENT_BOUND_PERCENT:.0f} % busy in the window "
+                          "(held for 3 samples or on average), so the client, not the target, may have set their "
+                          "figures whatever the other hosts did; give the client more cores or more load hosts",
+                          lambda r: r["client_bound_by"]))
     flagged = [r for r in steps if r["bottleneck"]]
     if flagged:
         out.append(_about("bottlenecks", flagged, "step", "ran with a host's CPU or link saturated, so they are "

@@ -175,3 +175,25 @@ def test_a_step_whose_auto_warm_up_found_no_steady_state_is_named_with_its_inter
     assert "60 s of warm-up; throughput rose 25% 6 s ago" in warning
     [graph] = analysis.series_graphs
     assert "no steady state (throughput rose 25% 6 s ago)" in graph.title.replace("\n", " ")
+
+
+def test_a_step_whose_client_was_busy_is_client_bound_whatever_the_target_did(tmp_path: Path):
+    """Hyperfoil's watchdog: a load host above 80 % of its cores, or whose worker JVMs are, in the
+    window makes the step client-bound (the synthetic client is pinned to one core)."""
+    from test_analysis import T0
+    run = synthetic.write_run(tmp_path / "camel-run", "camel")
+    for users, client_cpu, workers in ((1, 30.0, (20.0,)), (20, 93.0, (60.0,)), (40, 50.0, (50.0, 45.0))):
+        folder = closed_step(run, users, STEADY)
+        synthetic.write_monitor(folder, "client", T0, WARMUP_END, END, cpu_percent=client_cpu, rx_mbit=1, tx_mbit=1,
+                                proc_cpu=workers)
+        synthetic.write_monitor(folder, "esb", T0, WARMUP_END, END, cpu_percent=20.0, rx_mbit=1, tx_mbit=1)
+    out, analysis = build_report([run], tmp_path / "out")
+    rows = {r["users"]: r for r in pl.read_csv(out / "summary.csv").to_dicts()}
+    assert rows[1]["client_bound"] is False and not rows[1]["client_bound_by"]
+    assert rows[20]["client_bound"] is True and rows[20]["client_bound_by"] == "client:cpu 93%"
+    # Two worker JVMs at 50 % and 45 % of a core: 95 % of the client's one core.
+    assert rows[40]["client_bound"] is True and rows[40]["client_bound_by"] == "client:workers 95%"
+    assert not rows[40]["bottleneck"], "80 % is the client's limit, not the bottleneck rule's 85 %"
+    [warning] = [w for w in analysis.warnings if w.kind == "client-bound"]
+    assert {s[1] for s in warning.steps} == {"proxy/1KB/20/iter-1", "proxy/1KB/40/iter-1"}
+    assert "client-bound" in rows[20]["valid"].split(";")
