@@ -36,6 +36,8 @@ class HostStats:
     bottlenecks: list[dict] = field(default_factory=list)   # bottleneck.assess's verdicts
     cpu_samples: list[float] = field(default_factory=list)    # the window's cpu.total samples
     proc_samples: list[float] = field(default_factory=list)   # the window's proc.cpu readings, summed per reading
+    # (time ms, proc.cpu) of each watch (a pid or a --match text) in the window
+    proc_by_watch: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
 
 
 def host_stats(path: Path, role: str, link_mbit: float | None = None, measure_ms: int | None = None,
@@ -69,8 +71,10 @@ def host_stats(path: Path, role: str, link_mbit: float | None = None, measure_ms
     stamped_in = (pl.col("time_ms") > measure_ms) & (pl.lit(end_ms is None) | (pl.col("time_ms") <= (end_ms or 0)))
 
     # Several processes may match one watch (or several watches): their sum per reading.
-    proc = (rows.filter((pl.col("metric") == "proc.cpu") & stamped_in).group_by("time_ms")
-            .agg(pl.col("value").sum()).sort("time_ms")["value"])
+    readings = rows.filter((pl.col("metric") == "proc.cpu") & stamped_in)
+    proc = readings.group_by("time_ms").agg(pl.col("value").sum()).sort("time_ms")["value"]
+    for (watch,), group in readings.sort("time_ms").group_by("subject", maintain_order=True):
+        stats.proc_by_watch[watch or ""] = list(group.select("time_ms", "value").iter_rows())
     if len(proc):
         stats.proc_cpu_mean, stats.proc_cpu_max = proc.mean(), proc.max()
         stats.proc_samples = proc.to_list()

@@ -21,7 +21,7 @@ from esbperf.analysis.runs import BASELINE_TARGET, Run, Step
 from esbperf.core.errors import EsbperfError
 from esbperf.core import steady
 from esbperf.core.plan import parse_size
-from esbperf.core.roles import BACKENDS, CLIENT, FIXED as FIXED_ROLES, is_load
+from esbperf.core.roles import BACKENDS, CLIENT, ESB as ESB_ROLE, FIXED as FIXED_ROLES, is_load
 from esbperf.core.scenarios import contract
 from esbperf.results.datalog import START_RESOLUTION_MS, LogStats, RowStats, log_stats
 from esbperf.results.histogram import Histogram, nearest_rank
@@ -102,6 +102,31 @@ def distribution_figures(h: StepHistograms) -> dict[str, Any]:
     lat = describe(h.latency, LATENCY_PERCENTILES)
     row.update({f"lat_{k}_ms": lat[k] for k in ("mean", "max", *LATENCY_PERCENTILES)})
     return row
+
+
+NEIGHBOURS_BUSY_PERCENT = steady.NEIGHBOURS_BUSY_PERCENT   # the window's mean, % of one core
+
+
+def engine_columns(run: Run, target: str, esb: HostStats | None) -> dict:
+    """The esb host's engines apart (run.json `engine_matches`: each engine's --match text): the
+    target's own processes (`esb_proc_cpu_*`; none for the baseline) and its neighbours', the
+    engines not under test (`esb_neighbours_cpu_*`, summed per reading). Without the matches (an
+    older run) every watched process counts as the target's, as it did."""
+    matches = run.info.get("engine_matches")
+    if esb is None or not isinstance(matches, dict) or not matches:
+        return {"esb_neighbours_cpu_mean": None, "esb_neighbours_cpu_max": None}
+    engine = next((t.get("esb") for t in run.info.get("targets") or [] if t.get("name") == target), None)
+    own = matches.get(engine)
+    mine = [v for _, v in esb.proc_by_watch.get(own, [])] if own else []
+    others: dict[int, float] = {}
+    for watch, readings in esb.proc_by_watch.items():
+        if watch != own:
+            for t, v in readings:
+                others[t] = others.get(t, 0.0) + v
+    neighbours = list(others.values())
+    return {"esb_proc_cpu_mean": sum(mine) / len(mine) if mine else None, "esb_proc_cpu_max": max(mine, default=None),
+            "esb_neighbours_cpu_mean": sum(neighbours) / len(neighbours) if neighbours else None,
+            "esb_neighbours_cpu_max": max(neighbours, default=None)}
 
 
 def client_bound(run: Run, step: Step, hosts: dict[str, HostStats]) -> list[str]:
@@ -466,6 +491,8 @@ def _step_columns(run: Run, step: Step, logs: LogStats, hosts: dict[str, HostSta
                      f"{role}_link_percent": h.link_percent, f"{role}_gap_s": h.gap_ms / 1000.0})
     for role in GC_ROLES:
         tail.update(gc_columns(role, (gcs or {}).get(role)))
+    if ESB_ROLE in roles:
+        tail.update(engine_columns(run, m["target"], hosts.get(ESB_ROLE)))
     verdicts = bottlenecks(hosts)
     bound = client_bound(run, step, hosts)
     end = {"monitor_missing": ";".join(r for r in roles if r not in hosts),
@@ -561,6 +588,7 @@ def replicated(roles: Iterable[str] = ROLES) -> list[str]:
              "threads_seen", "little_ratio"]
             + [f"{r}_{m}" for r in roles for m in ("cpu_mean", "cpu_max", "proc_cpu_mean", "proc_cpu_max",
                                                    "rx_mbit", "tx_mbit", "link_percent")]
+            + (["esb_neighbours_cpu_mean", "esb_neighbours_cpu_max"] if ESB_ROLE in roles else [])
             + [f"{r}_{m}" for r in GC_ROLES for m in GC_FIGURES]
             + list(XCHECK_COLUMNS))
 

@@ -9,7 +9,7 @@ from esbperf.results.datalog import LATE_START_US
 from esbperf.analysis import bottleneck
 from esbperf.analysis.runs import BASELINE_TARGET, Run
 from esbperf.analysis.stats import (CONSOLE_TOLERANCE, LAG_GROWTH_SHARE, LITTLE_TOLERANCE, MIN_SAMPLES_PER_STEP,
-                                    ROLES, SCHEDULE_SHORTFALL, XCHECK_MEAN_FLOOR_MS, XCHECK_MEAN_SHARE,
+                                    NEIGHBOURS_BUSY_PERCENT, ROLES, SCHEDULE_SHORTFALL, XCHECK_MEAN_FLOOR_MS, XCHECK_MEAN_SHARE,
                                     XCHECK_MIN_TPS_RATIO, console_disagrees, little, little_disagrees,
                                     target_cpu_percent)
 
@@ -182,6 +182,12 @@ def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
         out.append(_about("network-faults", faulty, "step", "ran while a network fault was emulated on a link "
                           "(`esbperf testbed fault`: loss, delay), so they measure the fault, not the ESB",
                           lambda r: r["network_faults"]))
+    busy = [r for r in steps if (r.get("esb_neighbours_cpu_mean") or 0) > NEIGHBOURS_BUSY_PERCENT]
+    if busy:
+        out.append(_about("busy-neighbours", busy, "step", "measured while engines on the esb host that were not "
+                          f"their target used more than {NEIGHBOURS_BUSY_PERCENT:g} % of a core (still compiling "
+                          "after their warm-up, or loaded by something else): they took CPU from the target",
+                          lambda r: f"neighbours {r['esb_neighbours_cpu_mean']:.0f} % of a core on average"))
     bound = [r for r in steps if r.get("client_bound")]
     if bound:
         out.append(_about("client-bound", bound, "step", "whose client was the bottleneck: a load host's cores, or "

@@ -197,3 +197,27 @@ def test_a_step_whose_client_was_busy_is_client_bound_whatever_the_target_did(tm
     [warning] = [w for w in analysis.warnings if w.kind == "client-bound"]
     assert {s[1] for s in warning.steps} == {"proxy/1KB/20/iter-1", "proxy/1KB/40/iter-1"}
     assert "client-bound" in rows[20]["valid"].split(";")
+
+
+def test_the_esb_hosts_engines_are_told_apart_and_busy_neighbours_are_named(tmp_path: Path):
+    """run.json's engine_matches tell the esb host's watched processes apart: the target's CPU is its
+    own engine's, the others are its neighbours, which must be idle while it is measured."""
+    from test_analysis import T0
+    run = synthetic.write_run(tmp_path / "camel-run", "camel",
+                              engine_matches={"camel": "org.apache.camel.main.Main", "nginx": "nginx:"})
+    info = json.loads((run / "run.json").read_text())
+    info["targets"] = [{"name": "camel", "kind": "esb", "esb": "camel"}, {"name": "direct", "kind": "direct", "esb": None}]
+    (run / "run.json").write_text(json.dumps(info))
+    quiet, busy = closed_step(run, 1, STEADY), closed_step(run, 20, STEADY)
+    for folder, nginx in ((quiet, 0.5), (busy, 30.0)):
+        synthetic.write_monitor(folder, "esb", T0, WARMUP_END, END, cpu_percent=40.0, rx_mbit=1, tx_mbit=1,
+                                proc_cpu=(70.0, nginx))
+        csv_path = folder / "monitor-esb.csv"   # name the watches as the monitor does: by --match text
+        text = csv_path.read_text().replace("pid 4000", "org.apache.camel.main.Main").replace("pid 4001", "nginx:")
+        csv_path.write_text(text)
+    out, analysis = build_report([run], tmp_path / "out")
+    rows = {r["users"]: r for r in pl.read_csv(out / "summary.csv").to_dicts()}
+    assert rows[1]["esb_proc_cpu_mean"] == 70.0 and rows[1]["esb_neighbours_cpu_mean"] == 0.5
+    assert rows[20]["esb_neighbours_cpu_mean"] == 30.0 and "busy-neighbours" in rows[20]["valid"].split(";")
+    [warning] = [w for w in analysis.warnings if w.kind == "busy-neighbours"]
+    assert warning.steps == ((run.name, "proxy/1KB/20/iter-1"),) and "neighbours 30 % of a core" in warning

@@ -348,6 +348,15 @@ def _unsteady(name: str, x: np.ndarray, interval_s: float, horizon_s: float | No
     return f"{name} still {'rising' if trend > 0 else 'falling'} ({trend:+.0%} over {over})"
 
 
+# --- neighbours at rest ------------------------------------------------------------------------
+
+# The engines on the esb host that are not a step's target must be idle while it is measured: more
+# than this, % of one core, is a neighbour still compiling after its warm-up (or loaded by someone
+# else). The runner waits for the esb host to be this quiet after the targets' warm-up; the
+# analysis names a step whose neighbours were busier on average in its window.
+NEIGHBOURS_BUSY_PERCENT = 5.0
+
+
 # --- arrivals ----------------------------------------------------------------------------------
 
 # Kolmogorov-Smirnov against the exponential with its mean estimated from the same gaps

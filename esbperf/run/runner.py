@@ -21,7 +21,7 @@ from typing import Callable, Iterable
 from rich.console import Console
 from rich.table import Table
 
-from esbperf.core import payloads, plan as plans, procs, topology
+from esbperf.core import engines, payloads, plan as plans, procs, topology
 from esbperf.core.config import AgentConfig, ConsoleConfig, state_dir
 from esbperf.core.errors import EsbperfError
 from esbperf.results import layout
@@ -56,6 +56,10 @@ def _record(plan: plans.Plan, targets: dict[str, topology.Target], testbed: topo
                          "interface": h.interface}   # the bottleneck rule's interface (esbperf/analysis/bottleneck.py)
                   for role, h in testbed.hosts.items()},
         "agents": [{"name": a.name, "host": a.host} for a in agents],
+        # How the esb host's monitor tells its engines' processes apart (their --match): the analysis
+        # reads the target's CPU and its neighbours' from them.
+        "engine_matches": {name: e.match for name, e in engines.load_all().items()
+                           if name in testbed.hosts["esb"].esb_ports},
         "environment": environment.describe(),
         "versions": {"grinder": grinder_version},
         "jvm_args": {"console": ConsoleConfig.load().jvm_args, "agent": AgentConfig.load().agent_jvm_args,
@@ -110,8 +114,10 @@ def execute(ctx: RunContext, client: ControlClient, console: Console, schedule: 
         layout.write_json(ctx.dir / layout.RUN_FILE, ctx.record)
     warmed = warmup.warm_targets(ctx, watch, [s for s in todo if s.target not in ctx.warm], console.print)
     if warmed:   # each command warms its targets: a resume may find them restarted, cold
-        ctx.record.setdefault("target_warmup", []).append(
-            {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": ctx.plan.target_warmup_s, "targets": warmed})
+        entry = {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": ctx.plan.target_warmup_s, "targets": warmed}
+        if len(ctx.targets) > 1:   # no target measured while an engine just warmed beside it still compiles
+            entry["esb_host_quiet"] = warmup.wait_quiet(ctx, console.print)
+        ctx.record.setdefault("target_warmup", []).append(entry)
         layout.write_json(ctx.dir / layout.RUN_FILE, ctx.record)
     before_steps_wall = time.monotonic() - before_steps
     aside: list[str] = []

@@ -12,16 +12,19 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from esbperf.core import plan as plans
+from esbperf.core import plan as plans, roles, steady
 from esbperf.core.errors import EsbperfError
 from esbperf.results import layout
 from esbperf.run import collect
 from esbperf.run.problems import StepProblem
 from esbperf.run.step import STOP_WAIT_S, RunContext, step_properties
 from esbperf.run.workers import ConsoleWatch, now_ms
+from esbperf.services import monitor
 from esbperf.services.console import statistics
 
 FOLDER = ".warmup"   # the workers' logs come home here and are deleted: nothing of it is a result
+QUIET_MAX_S = 60     # how long the esb host may take to be quiet after the targets' warm-up
+QUIET_READINGS = 2   # ... as consecutive process readings (the monitor reads processes every 2 s)
 
 
 def first_steps(steps: list[plans.Step]) -> dict[str, plans.Step]:
@@ -81,3 +84,34 @@ def _load(ctx: RunContext, watch: ConsoleWatch, step: plans.Step, seconds: float
     collect.bring_home(workers.values(), log_folder, home / layout.LOGS, ctx.fetchers)
     shutil.rmtree(home, ignore_errors=True)
     return totals
+
+
+def wait_quiet(ctx: RunContext, echo: Callable[[str], None]) -> dict | None:
+    """After the targets' warm-up, wait until every engine on the esb host is idle (each engine's
+    process below steady.NEIGHBOURS_BUSY_PERCENT of a core in its last QUIET_READINGS readings), at
+    most QUIET_MAX_S: an engine just warmed compiles on for a while, and a step measured meanwhile
+    against another target shares its host's CPU with it. What was seen, for run.json; None when
+    there is no esb-host monitor to ask."""
+    host = ctx.testbed.hosts[roles.ESB]
+    matches = set(ctx.record.get("engine_matches", {}).values())
+    if roles.ESB not in ctx.monitored_roles or not host.monitor_port or not matches:
+        return None
+    began = now_ms()
+    while True:
+        samples, error, _, _ = monitor.pull(host.address, host.monitor_port, began - 10_000, now_ms() + 1)
+        if error:
+            return {"quiet": None, "error": error}
+        readings: dict[str, list[tuple[int, float]]] = {}
+        for t, metric, subject, value in samples:
+            if metric == "proc.cpu" and subject in matches:
+                readings.setdefault(subject, []).append((t, float(value)))
+        times = sorted({t for found in readings.values() for t, _ in found if t > began})[-QUIET_READINGS:]
+        busiest = max((v for found in readings.values() for t, v in found if t in times), default=0.0)
+        waited = (now_ms() - began) / 1000
+        if len(times) == QUIET_READINGS and busiest <= steady.NEIGHBOURS_BUSY_PERCENT:
+            echo(f"esb host quiet after {waited:.0f} s (engines at most {busiest:.1f} % of a core)")
+            return {"quiet": True, "waited_s": round(waited, 1)}
+        if waited >= QUIET_MAX_S:
+            echo(f"esb host still busy after {waited:.0f} s (an engine at {busiest:.0f} % of a core); measuring anyway")
+            return {"quiet": False, "waited_s": round(waited, 1), "busiest_percent": round(busiest, 1)}
+        time.sleep(1)
