@@ -92,6 +92,24 @@ class Run:
     def has_baseline(self) -> bool:
         return BASELINE_TARGET in self.targets
 
+    def hosts(self) -> dict[str, dict]:
+        """run.json's hosts by role (address, link, cpus, interface)."""
+        return {role: h for role, h in (self.info.get("hosts") or {}).items() if isinstance(h, dict)}
+
+    def share_cores(self, a: str, b: str) -> bool:
+        """Whether the hosts of two roles compete for CPU: they are one machine (the same address,
+        or an emulated testbed) and their `cpus` are not disjoint (a host without `cpus` may run
+        anywhere)."""
+        hosts = self.hosts()
+        if a not in hosts or b not in hosts:
+            return False
+        testbed = self.info.get("testbed")
+        emulated = isinstance(testbed, dict) and bool(testbed.get("emulated"))
+        if not emulated and not (hosts[a].get("address") and hosts[a].get("address") == hosts[b].get("address")):
+            return False
+        cpus_a, cpus_b = set(hosts[a].get("cpus") or []), set(hosts[b].get("cpus") or [])
+        return not cpus_a or not cpus_b or bool(cpus_a & cpus_b)
+
     @property
     def roles(self) -> list[str]:
         """The host roles of the run: the fixed five and any load hosts named in run.json,

@@ -144,10 +144,28 @@ def client_bound(run: Run, step: Step, hosts: dict[str, HostStats]) -> list[str]
     return found
 
 
-def bottlenecks(hosts: dict[str, HostStats]) -> list[str]:
+def target_hosts(run: Run, target: str) -> set[str]:
+    """The hosts whose CPU is the target's: the esb host for an ESB, the back ends for the baseline,
+    and any host that shares their cores (on one machine of two cores, the esb host and the back
+    ends share one: their CPU cannot be told apart). Never a load host."""
+    served = [ESB_ROLE] if target != BASELINE_TARGET else list(BACKENDS)
+    hosts = run.hosts()
+    return {role for role in hosts if role != CLIENT and not is_load(role)
+            and (role in served or any(run.share_cores(role, s) for s in served))}
+
+
+def at_capacity(hosts: dict[str, HostStats], target_roles: set[str]) -> list[str]:
+    """The CPU verdicts of the target's own hosts (target_hosts): the target working at its capacity,
+    which a saturation test is meant to reach -- what it measures, not a bottleneck beside it."""
+    return sorted({f"{b['role']}:{b['resource']}" for h in hosts.values() for b in h.bottlenecks
+                   if b["role"] in target_roles and b["resource"] == "cpu"})
+
+
+def bottlenecks(hosts: dict[str, HostStats], target_roles: set[str] = frozenset()) -> list[str]:
     """The hosts' saturated resources, as 'role:resource': the one rule of
     esbperf/analysis/bottleneck.py applied to each step's monitor files."""
-    return sorted({f"{b['role']}:{b['resource']}" for h in hosts.values() for b in h.bottlenecks})
+    return sorted({f"{b['role']}:{b['resource']}" for h in hosts.values() for b in h.bottlenecks
+                   if not (b["role"] in target_roles and b["resource"] == "cpu")})
 
 
 def outside_clock_us(run: Run, payload_bytes: int) -> float | None:
@@ -493,12 +511,14 @@ def _step_columns(run: Run, step: Step, logs: LogStats, hosts: dict[str, HostSta
         tail.update(gc_columns(role, (gcs or {}).get(role)))
     if ESB_ROLE in roles:
         tail.update(engine_columns(run, m["target"], hosts.get(ESB_ROLE)))
-    verdicts = bottlenecks(hosts)
+    targets = target_hosts(run, m["target"])
+    verdicts = bottlenecks(hosts, targets)
     bound = client_bound(run, step, hosts)
     end = {"monitor_missing": ";".join(r for r in roles if r not in hosts),
            "client_bound": bool(bound), "client_bound_by": ";".join(bound),
            "monitor_malformed_lines": sum(h.malformed_lines for h in hosts.values()),
            "bottleneck": bool(verdicts), "bottlenecks": ";".join(verdicts),
+           "at_capacity": ";".join(at_capacity(hosts, targets)),
            "step_dir": str(step.dir.relative_to(run.dir))}
     return {"head": head, "tail": tail, "end": end}
 

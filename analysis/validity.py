@@ -79,31 +79,15 @@ def step_verdicts(warnings: list[ValidityWarning]) -> dict[tuple[str, str], list
     return named
 
 
-def _hosts(run: Run) -> dict[str, dict]:
-    return {role: h for role, h in (run.info.get("hosts") or {}).items() if isinstance(h, dict)}
-
-
-def _share(run: Run, a: dict, b: dict) -> bool:
-    """Whether two hosts of a run compete for CPU: they are one machine (the same address, or an
-    emulated testbed) and their `cpus` are not disjoint (a host without `cpus` may run anywhere)."""
-    testbed = run.info.get("testbed")
-    emulated = isinstance(testbed, dict) and bool(testbed.get("emulated"))
-    if not emulated and not (a.get("address") and a.get("address") == b.get("address")):
-        return False
-    cpus_a, cpus_b = set(a.get("cpus") or []), set(b.get("cpus") or [])
-    return not cpus_a or not cpus_b or bool(cpus_a & cpus_b)
-
-
 def sharing_cpus(run: Run, roles: list[str] | tuple[str, ...] = ROLES) -> list[str]:
-    """The roles of a run whose hosts share CPU cores with another role's (_share)."""
-    hosts = {role: h for role, h in _hosts(run).items() if role in roles}
-    return [role for role in roles if role in hosts
-            and any(_share(run, hosts[role], hosts[other]) for other in hosts if other != role)]
+    """The roles of a run whose hosts share CPU cores with another role's (Run.share_cores)."""
+    hosts = [role for role in run.hosts() if role in roles]
+    return [role for role in roles if role in hosts and any(run.share_cores(role, other) for other in hosts if other != role)]
 
 
 def _sharing_groups(run: Run, roles) -> str:
     """`esb, ws1, ws2, ws3 on cores 1` (or `on any core` when unpinned), one group per `; `."""
-    hosts = _hosts(run)
+    hosts = run.hosts()
     groups: dict[tuple, list[str]] = {}
     for role in sharing_cpus(run, roles):
         groups.setdefault(tuple(sorted(hosts[role].get("cpus") or [])), []).append(role)
@@ -114,10 +98,9 @@ def _sharing_groups(run: Run, roles) -> str:
 def client_shares_target(run: Run, target: str) -> bool:
     """Whether a load host of the run (client, load2, ...) shares cores with a host the step's target
     runs on: the esb host and the back ends for an ESB, the back ends for the baseline."""
-    hosts = _hosts(run)
     served = [*([ESB] if target != BASELINE_TARGET else []), *BACKENDS]
-    loading = [r for r in hosts if r == CLIENT or is_load(r)]
-    return any(_share(run, hosts[a], hosts[b]) for a in loading for b in served if b in hosts)
+    loading = [r for r in run.hosts() if r == CLIENT or is_load(r)]
+    return any(run.share_cores(a, b) for a in loading for b in served)
 
 
 def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
