@@ -213,6 +213,10 @@ def test_a_back_end_that_dies_mid_step_stops_the_run_and_loses_nothing(grinder, 
     ({"duration_s": 0}, "field 'duration_s' must be seconds measured per step"),
     ({"iterations": 1.5}, "field 'iterations' must be how many times the whole plan runs"),
     ({"keepalive": "yes"}, "field 'keepalive' must be true or false"),
+    ({"warmup_s": "soon"}, "field 'warmup_s' must be seconds of warm-up before each step's measurement"),
+    ({"warmup_s": 3, "warmup_max_s": 9}, "field 'warmup_max_s' applies to warmup_s: auto; this plan's warm-up is fixed"),
+    ({"warmup_s": "auto", "warmup_min_s": 9, "warmup_max_s": 3}, "field 'warmup_max_s' (3) must be at least warmup_min_s"),
+    ({"warmup_s": "auto", "warmup_max_s": 0}, "field 'warmup_max_s' must be with warmup_s: auto, the most"),
 ])
 def test_invalid_plans_say_file_field_and_what_is_allowed(tmp_path, fields, message):
     path = write_plan(tmp_path / "bad.yaml", **fields)
@@ -220,6 +224,19 @@ def test_invalid_plans_say_file_field_and_what_is_allowed(tmp_path, fields, mess
         plans.load(path)
     assert str(e.value).startswith(str(path) + ": ")
     assert message in str(e.value)
+
+
+def test_a_plan_warms_up_until_steady_or_for_fixed_seconds_as_its_file_says(tmp_path):
+    auto = plans.load(write_plan(tmp_path / "auto.yaml", warmup_s="auto", warmup_max_s=30))
+    assert (auto.name, auto.warmup_auto, auto.warmup_s, auto.warmup_max_s) == ("auto", True, 1, 30)
+    assert auto.step_seconds() == 32 and auto.warmup_label() == "auto (1-30 s)"
+    recorded = auto.to_dict()   # as run.json keeps it, and --resume reads it back
+    assert (recorded["warmup_s"], recorded["warmup_min_s"], recorded["warmup_max_s"]) == ("auto", 1, 30)
+    again = plans.Plan.from_dict(recorded, "run.json")
+    assert (again.name, again.warmup_auto, again.warmup_s, again.warmup_max_s) == ("auto", True, 1, 30)
+    fixed = plans.load(write_plan(tmp_path / "fixed.yaml", warmup_s=3))
+    assert (fixed.name, fixed.warmup_auto, fixed.step_seconds()) == ("fixed", False, 5)
+    assert "warmup_min_s" not in fixed.to_dict() and "warmup_max_s" not in fixed.to_dict()
 
 
 def test_invalid_plan_on_the_command_line_is_one_line_and_exit_2(tmp_path):
