@@ -158,6 +158,29 @@ def test_the_http_plugins_status_column_is_read_as_the_status(tmp_path):
     assert (stats.transactions, stats.errors, stats.error_statuses) == (2, 1, {"500": 1})
 
 
+def test_the_step_line_names_the_first_tests_figures_never_a_sum_of_tests(tmp_path):
+    """A page test (1) wrapping two request tests (2, 3): a page every 100 ms, each 8 ms, its
+    requests 3 ms each. The step's line and step.json `summary` give the page's 10 TPS and 8 ms,
+    and each request test on its own line, where the step's totals said 30 TPS and a mean of
+    4.7 ms that no test had."""
+    from esbperf.results.datalog import log_stats
+    from esbperf.run.runner import _summary_lines
+    from esbperf.run.step import window_summary
+
+    lines = ["Thread, Run, Test, Start time (ms since Epoch), Test time, Errors"]
+    for run, start in enumerate(range(1000, 11_000, 100)):
+        lines += [f"0, {run}, 2, {start}, 3, 0", f"0, {run}, 3, {start + 4}, 3, 0", f"0, {run}, 1, {start}, 8, 0"]
+    log = tmp_path / "host-0-data.log"
+    log.write_text("\n".join(lines) + "\n")
+    summary = window_summary(log_stats([log], 1000, 11_000), 10.0)
+    assert (summary["test"], summary["transactions"], summary["tps"], summary["mean_ms"]) == (1, 100, 10.0, 8.0)
+    assert [(t["test"], t["tps"], t["mean_ms"]) for t in summary["tests"]] == [(1, 10.0, 8.0), (2, 10.0, 3.0),
+                                                                               (3, 10.0, 3.0)]
+    first, *more = _summary_lines({"summary": summary})
+    assert first.startswith("test 1: 100 transactions, 0 errors, TPS 10.0, mean 8.000 ms")
+    assert [line.split(",")[0] for line in more] == ["test 2: 100 transactions", "test 3: 100 transactions"]
+
+
 SLOW_ECHO_PORT = 16085   # this file's own echo that answers after 20 ms
 HALF_IDLE_SCRIPT = THESIS_ERA_SCRIPT.replace(
     '''            grinder.statistics.forLastTest.success = 0

@@ -31,7 +31,7 @@ from esbperf.core import payloads, plan as plans, procs, roles
 from esbperf.core.errors import EsbperfError
 from esbperf.core.topology import Target, Testbed
 from esbperf.results import gclog, layout
-from esbperf.results.datalog import LogStats, log_stats
+from esbperf.results.datalog import LogStats, RowStats, log_stats
 from esbperf.run import collect, crosscheck, environment, monitors, user_script
 from esbperf.run.problems import (AgentsChanged, ConsoleLost, Incomplete, StepAside, StepProblem, TargetDown,
                                   Unexpected, WorkersHang)
@@ -51,15 +51,23 @@ RESTART_READY_S = 120       # an ESB's start on a busy 2-core machine can take a
 
 
 def window_summary(stats: LogStats, window_s: float) -> dict[str, Any]:
-    """A step's figures for its one-line summary as it ends (step.json `summary`): the data logs' own
-    µs times, not the console's whole ms. The report computes its figures again from the logs."""
+    """A step's figures for its summary line as it ends (step.json `summary`): the data logs' own
+    µs times, not the console's whole ms. Those of its first Grinder test (the step's one test,
+    for every esbperf scenario), never a sum of tests: a user's page test wrapping request tests
+    would count the same seconds twice; with several tests, `tests` holds each one's figures. The
+    report computes its figures again from the logs."""
     ms = (lambda us: None if us is None else round(us / 1000, 3))
-    summary = {"transactions": stats.transactions, "errors": stats.errors,
-               "tps": round(stats.transactions / window_s, 1) if window_s > 0 else None,
-               "mean_ms": ms(stats.response.mean), "p99_ms": ms(stats.response.percentile(99))}
-    if stats.latency is not None:   # the open model: the latency from each request's due start
-        summary["latency_p99_ms"] = ms(stats.latency.percentile(99))
-    return summary
+
+    def figures(test: int | None, part: RowStats) -> dict[str, Any]:
+        found = {"test": test, "transactions": part.transactions, "errors": part.errors,
+                 "tps": round(part.transactions / window_s, 1) if window_s > 0 else None,
+                 "mean_ms": ms(part.response.mean), "p99_ms": ms(part.response.percentile(99))}
+        if part.latency is not None:   # the open model: the latency from each request's due start
+            found["latency_p99_ms"] = ms(part.latency.percentile(99))
+        return found
+
+    each = [figures(test, part) for test, part in sorted(stats.tests.items())] or [figures(None, stats)]
+    return {**each[0], "tests": each} if len(each) > 1 else each[0]
 
 
 # --- what a step shares with the run ----------------------------------------------------------
