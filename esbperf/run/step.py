@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from esbperf.core import payloads, plan as plans, procs, roles
+from esbperf.core.config import ConsoleConfig
 from esbperf.core.errors import EsbperfError
 from esbperf.core.topology import Target, Testbed
 from esbperf.results import gclog, layout
-from esbperf.results.datalog import LogStats, RowStats, log_stats
+from esbperf.results.datalog import REPORT_INTERVAL_MS, LogStats, RowStats, log_stats
 from esbperf.run import collect, crosscheck, environment, monitors, user_script
 from esbperf.run.problems import (AgentsChanged, ConsoleLost, Incomplete, StepAside, StepProblem, TargetDown,
                                   Unexpected, WorkersHang)
@@ -68,6 +69,19 @@ def window_summary(stats: LogStats, window_s: float) -> dict[str, Any]:
 
     each = [figures(test, part) for test, part in sorted(stats.tests.items())] or [figures(None, stats)]
     return {**each[0], "tests": each} if len(each) > 1 else each[0]
+
+
+def report_interval_ms(properties: dict[str, Any], distribution: Path) -> int:
+    """How often the step's workers report to the console: `grinder.reportToConsole.interval` of
+    the step's properties (a user's script may set it), else of the distribution's
+    grinder.properties, else Grinder's default."""
+    key = "grinder.reportToConsole.interval"
+    file = distribution / "grinder.properties"
+    value = properties.get(key) or (user_script.read_properties(file).get(key) if file.is_file() else None)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return REPORT_INTERVAL_MS
 
 
 # --- what a step shares with the run ----------------------------------------------------------
@@ -121,8 +135,7 @@ def step_properties(ctx: RunContext, step: plans.Step, processes: int, threads: 
         properties["esbperf.payload.file"] = f"{payloads.STAGING}/{ctx.dir.name}/{step.payload_file.staged_name()}"
         properties["esbperf.payload.check"] = plan.payload_check
     if step.rate is not None:
-        # Arrivals per second of each worker process: the step's rate over all of them.
-        properties["esbperf.rate"] = step.rate / (processes * len(ctx.agents))
+        properties["esbperf.rate"] = plans.Plan.process_rate(step.rate, processes, len(ctx.agents))
         properties["esbperf.arrivals"] = plan.arrivals
         if plan.seed is not None:
             properties["esbperf.seed"] = plan.seed
@@ -244,6 +257,7 @@ class StepRunner:
         a.record.update(processes=processes, threads=threads)
         a.start_ms = now_ms()
         properties = step_properties(self.ctx, a.step, processes, threads, a.log_folder)
+        a.record["report_interval_ms"] = report_interval_ms(properties, ConsoleConfig.load().distribution_directory)
         a.workers = self.console.start(properties, processes * len(self.ctx.agents))
 
     def _warm_up(self, a: Attempt) -> None:
@@ -278,8 +292,10 @@ class StepRunner:
         logs = a.tmp / layout.LOGS
         ctx, target = self.ctx, self.ctx.targets[a.step.target]
         monitoring = self._collect_monitors(a)
+        rate = None if a.step.rate is None else plans.Plan.process_rate(a.step.rate, a.record["processes"],
+                                                                          len(ctx.agents))
         try:   # the window's figures, read as the analysis reads them: threads seen, and the step's line
-            stats = log_stats(layout.data_logs(a.tmp), a.warmup_end_ms, a.end_ms)
+            stats = log_stats(layout.data_logs(a.tmp), a.warmup_end_ms, a.end_ms, rate)
         except EsbperfError as e:
             raise Incomplete(f"its data logs cannot be read: {e}") from None
         a.record.update({
