@@ -17,7 +17,7 @@ from esbperf.core import plan as plans, topology
 from esbperf.run import runner
 from test_runner import write_plan
 
-SLOW_WS1_PORT = 16098   # a ws1 of this file's own, answering 2 ms late
+SLOW_WS1_PORT = 16098   # a ws1 of this file's own, answering 20 ms late
 
 pytestmark = pytest.mark.slow
 
@@ -69,17 +69,18 @@ def test_cross_check_leaves_open_model_steps_alone_and_a_missing_wrk_is_one_line
 
 
 def test_esbperf_wrk_and_the_console_agree_on_a_real_step(grinder, echoes, tmp_path):
-    """2 users against a ws1 answering 2 ms late, measured for 3 s well after the worker JVM's
-    compilation (12 s warm-up): both clients see the back end's pace, so the step passes the
-    cross-check (TPS within 0.9 of wrk's, means within 10 % of wrk's), and wrk had no error to
+    """4 users against a ws1 answering 20 ms late, measured for 3 s well after the worker JVM's
+    compilation (12 s warm-up): both clients see the back end's pace (on a shared 2-core machine a
+    client's own costs, a fraction of a ms, would set a faster echo's figures), so the step passes
+    the cross-check (TPS within 0.9 of wrk's, means within 10 % of wrk's), and wrk had no error to
     void it. The console's own count lies in the range the data logs allow; without one of the
     two workers' logs it does not, and the check fires on this 3-second window."""
     from esbperf.services.echo import start_echo
 
-    ws1 = start_echo("ws1", HOST, SLOW_WS1_PORT, delay_ms=2, workdir=tmp_path / "ws1")
+    ws1 = start_echo("ws1", HOST, SLOW_WS1_PORT, delay_ms=20, workdir=tmp_path / "ws1")
     try:
         testbed = topology.load(write_testbed(tmp_path / "slow.yaml", {**ECHO_PORTS, "ws1": SLOW_WS1_PORT}))
-        the_plan = plans.load(write_plan(tmp_path / "agree.yaml", users=[2], duration_s=3, warmup_s=12,
+        the_plan = plans.load(write_plan(tmp_path / "agree.yaml", users=[4], duration_s=3, warmup_s=12,
                                          target_warmup_s=3))
         run_dir = runner.start(the_plan, "direct", testbed, tmp_path / "results", cross_check="wrk")
     finally:
@@ -87,7 +88,7 @@ def test_esbperf_wrk_and_the_console_agree_on_a_real_step(grinder, echoes, tmp_p
     [row] = analyse([run_dir]).summary.to_dicts()
     assert row["xcheck_errors"] == 0 and row["errors"] == 0, row
     assert row["xcheck_failed"] is False, (row["tps"], row["xcheck_tps"], row["rt_mean_ms"], row["xcheck_mean_ms"])
-    assert 0.9 <= row["xcheck_tps_ratio"] <= 1.1 and row["rt_mean_ms"] > 2, row
+    assert 0.9 <= row["xcheck_tps_ratio"] <= 1.1 and row["rt_mean_ms"] > 20, row
     assert row["console_check"] == "agrees", (row["console_min"], row["console_max"], row["console_tests"])
     [log, _] = sorted((run_dir / row["step_dir"] / "logs").glob("*-data.log"))    # a worker on each agent
     log.unlink()

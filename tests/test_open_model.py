@@ -228,10 +228,13 @@ def test_an_echo_frozen_at_the_end_of_the_window_shows_in_the_p99(grinder, echoe
     latencies, missing = schedule_corrected_latencies(step_dir, meta)
     window_s = (meta["end_ms"] - meta["warmup_end_ms"]) / 1000
     assert len(latencies) == pytest.approx(500 * window_s, rel=0.01), "every ticket due in the window"
-    assert missing > 300, "most of the requests due during the freeze never started"
+    # Due during the freeze and not started by the window's end: never started, or started once the
+    # echo went on and before the workers stopped (how many of each depends on how soon they stopped).
+    assert missing + row["started_after_end"] > 500, (missing, row["started_after_end"])
+    assert row["never_started"] == pytest.approx(missing, abs=max(10, 0.05 * missing))
     expected_p99 = sorted(latencies)[math.ceil(0.99 * len(latencies)) - 1]
     assert expected_p99 > 1000, expected_p99
     assert row["lat_p99_ms"] == pytest.approx(expected_p99, rel=0.10), (row["lat_p99_ms"], expected_p99)
-    assert row["due_requests"] == pytest.approx(len(latencies), rel=0.01) and row["never_started"] > 300
+    assert row["due_requests"] == pytest.approx(len(latencies), rel=0.01)
     assert row["behind_schedule"] and row["errors"] == 0
     assert [w for w in analysis.warnings if w.kind == "behind-schedule"]
