@@ -21,7 +21,7 @@ from esbperf.core.errors import EsbperfError
 from esbperf.core.plan import parse_size
 from esbperf.core.roles import BACKENDS, FIXED as FIXED_ROLES
 from esbperf.core.scenarios import contract
-from esbperf.results.datalog import REPORT_INTERVAL_MS, LogStats, RowStats, log_stats, step_process_rate
+from esbperf.results.datalog import LogStats, RowStats, log_stats, step_process_rate, step_report_interval_ms
 from esbperf.results.histogram import Histogram, nearest_rank
 from esbperf.results.layout import data_logs, gc_file, monitor_file
 
@@ -401,7 +401,7 @@ def _step_columns(run: Run, step: Step, logs: LogStats, hosts: dict[str, HostSta
     }
     skew_role, skew_change = clock_skew_change(run, step)
     tail = {
-        "report_interval_ms": report_interval_ms(step),
+        "report_interval_ms": step_report_interval_ms(step.meta),
         "clock_skew_change_ms": skew_change, "clock_skew_change_role": skew_role,
         "threads_seen": logs.threads,
         "threads_by_file": ";".join(f"{f}:{n}" for f, n in sorted(logs.threads_by_file.items())),
@@ -429,7 +429,7 @@ def analyse_step(run: Run, step: Step, roles: Iterable[str] | None = None) -> li
     """Each summary.csv row of the step (one per test) with the distributions behind it."""
     roles = list(roles or run.roles)
     logs = log_stats(data_logs(step.dir), step.meta["warmup_end_ms"], step.meta["end_ms"],
-                     step_process_rate(step.meta), report_interval_ms(step))
+                     step_process_rate(step.meta), step_report_interval_ms(step.meta))
     hosts = {role: host_stats(monitor_file(step.dir, role), role, step.link_mbit(role),
                               step.meta["warmup_end_ms"], step.interface(role), step.meta["end_ms"])
              for role in roles if monitor_file(step.dir, role).exists()}
@@ -438,13 +438,6 @@ def analyse_step(run: Run, step: Step, roles: Iterable[str] | None = None) -> li
     rows = step_rows(run, step, logs, hosts, roles, gcs)
     parts = logs.tests or {rows[0]["test"]: logs}
     return [(row, StepHistograms.of(parts[row["test"]])) for row in rows]
-
-
-def report_interval_ms(step: Step) -> int:
-    """How often the step's workers reported to the console (step.json `report_interval_ms`;
-    Grinder's default where the step does not say)."""
-    value = step.meta.get("report_interval_ms")
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else REPORT_INTERVAL_MS
 
 
 def analyse_steps(run: Run, roles: Iterable[str] | None = None) -> list[list[tuple[dict, StepHistograms]]]:

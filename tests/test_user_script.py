@@ -144,6 +144,20 @@ def test_a_thesis_era_script_runs_through_the_runner_and_reports(grinder, echoes
     assert (run_dir / "report" / "report.html").is_file()
 
 
+def test_the_workers_report_interval_is_the_steps_property_else_the_distributions(tmp_path):
+    """step.json `report_interval_ms`, what the console-count check allows at the window's edges:
+    a user's script may set grinder.reportToConsole.interval; else the distributed
+    grinder.properties says it (500 ms); else Grinder's default."""
+    from esbperf.core.project import ROOT
+    from esbperf.run.step import report_interval_ms
+
+    assert report_interval_ms({}, ROOT / "grinder-scripts") == 500
+    assert report_interval_ms({"grinder.reportToConsole.interval": "250"}, ROOT / "grinder-scripts") == 250
+    (tmp_path / "grinder.properties").write_text("grinder.reportToConsole.interval = 2000\n")
+    assert report_interval_ms({}, tmp_path) == 2000
+    assert report_interval_ms({}, tmp_path / "nowhere") == 500
+
+
 def test_the_http_plugins_status_column_is_read_as_the_status(tmp_path):
     from esbperf.results.datalog import log_stats
 

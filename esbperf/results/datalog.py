@@ -274,6 +274,13 @@ def step_process_rate(meta: dict) -> float | None:
     return Plan.process_rate(rate, processes, count)
 
 
+def step_report_interval_ms(meta: dict) -> int:
+    """How often a step's workers reported to the console, from its step.json
+    (`report_interval_ms`; REPORT_INTERVAL_MS where it does not say)."""
+    value = meta.get("report_interval_ms")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else REPORT_INTERVAL_MS
+
+
 def log_stats(paths: list[Path], warmup_end_ms: int, end_ms: int, process_rate: float | None = None,
               report_interval_ms: int | None = None) -> LogStats:
     """Statistics of the rows of `paths` in the window [warmup_end_ms, end_ms) (by their start, or
