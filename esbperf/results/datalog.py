@@ -140,9 +140,6 @@ class RowStats:
     def _add(self, kind: int, status: int | None, groups: pl.DataFrame) -> None:
         """Count rows of one kind (and HTTP status, of failures): `_grouped`'s groups of them."""
         n = int(groups["n"].sum())
-        for name in ("console_min", "console_max"):   # rows of every kind end near the window
-            if name in groups.columns:
-                setattr(self, name, (getattr(self, name) or 0) + int(groups[name].sum()))
         if kind in (SUCCESS, FAILURE) and "after_end" in groups.columns:
             self.started_after_end = (self.started_after_end or 0) + int(groups["after_end"].sum())
         if kind == WARMUP:
@@ -346,14 +343,16 @@ class _Window:
 class _Counts:
     """A block's rows counted: malformed ones, groups of rows alike (`_grouped`: by kind, test and
     the HTTP status of a failure, and response time bucket), the same of the window's requests'
-    latency (open model), the threads that started a transaction, and (open model) the latest due
-    start of each test and the latest end of each thread (_unstarted_dues)."""
+    latency (open model), the threads that started a transaction, (open model) the latest due
+    start of each test and the latest end of each thread (_unstarted_dues), and per test the rows
+    the console surely and maybe counted (console_band)."""
 
     malformed: int
     groups: pl.DataFrame | None = None
     latency: pl.DataFrame | None = None
     threads: tuple[int, ...] = ()
     marks: "_Marks | None" = None
+    console: dict[int, tuple[int, int]] = field(default_factory=dict)   # test -> console_band's counts
 
 
 @dataclass
@@ -458,10 +457,6 @@ def _count_block(log: _Log, block: tuple[int, int], window: _Window) -> _Counts:
     if "status" in column:
         keys["status"] = np.where(kind == FAILURE, column["status"], 0)   # a status is read for failures only
     sums = {name: column[name] for name in ("request_bytes", "response_bytes") if name in column}
-    if window.report_edge_ms is not None:
-        sums.update(zip(("console_min", "console_max"),
-                        console_band(column["start"] + column["time"], window.warmup_end_ms, window.end_ms,
-                                     window.report_edge_ms)))
     maxima = {}
     if window.open_model:
         lag = column["lag_us"]
@@ -478,6 +473,12 @@ def _count_block(log: _Log, block: tuple[int, int], window: _Window) -> _Counts:
     if window.open_model:   # every request of the window, failed ones too
         counts.latency = _grouped({"test": column["test"][timed]}, column["latency_us"][timed])
         counts.marks = _Marks.of(column, window)
+    if window.report_edge_ms is not None:   # rows of every kind end near the window
+        numbers, tests = _distinct(column["test"])
+        band = console_band(column["start"] + column["time"], window.warmup_end_ms, window.end_ms,
+                            window.report_edge_ms)
+        counts.console = dict(zip(tests.tolist(), zip(*(np.bincount(numbers[rows], minlength=len(tests)).tolist()
+                                                         for rows in band))))
     # A thread busy in the window: one that started a transaction in it, or whose transaction started
     # before it and ended in or after it (at 320 users a 3 s window can pass inside one long answer).
     busy = timed | ((kind == WARMUP) & (column["start"] + column["time"] >= window.warmup_end_ms))
@@ -544,7 +545,7 @@ def _grouped(keys: dict[str, np.ndarray], value: np.ndarray, sums: dict[str, np.
 
     def reduced(at: np.ufunc, start: int, of: np.ndarray) -> np.ndarray:
         total = np.full(len(out["n"]), start, dtype=np.int64)
-        at.at(total, slot, of)
+        at.at(total, slot, of.astype(np.int64, copy=False))   # a bool array takes ufunc.at's slow path, 25x
         return total
 
     offsets = value & ((1 << shifts) - 1)
@@ -597,6 +598,7 @@ def _aggregate(blocks: list[tuple[_Log, tuple[int, int]]], window: _Window, stat
     groups, latency = _Folded(["kind", "test", "status"]), _Folded(["test"])
     threads: dict[str, set[int]] = {}
     marks: dict[str, _Marks] = {}
+    console: dict[int, list[int]] = {}
     with ThreadPoolExecutor(max_workers=pl.thread_pool_size()) as pool:
         for (log, _), counts in zip(blocks, pool.map(lambda block: _count_block(*block, window), blocks)):
             name = log.path.name
@@ -607,6 +609,10 @@ def _aggregate(blocks: list[tuple[_Log, tuple[int, int]]], window: _Window, stat
             groups.add(counts.groups)
             latency.add(counts.latency)
             marks.setdefault(name, _Marks()).add(counts.marks)
+            for test, (surely, maybe) in counts.console.items():
+                both = console.setdefault(test, [0, 0])
+                both[0] += surely
+                both[1] += maybe
     for name, seen in threads.items():     # a thread counts once per log, whichever tests it ran
         stats.threads_by_file[name] = len(seen)
     if window.report_edge_ms is not None:
@@ -619,6 +625,8 @@ def _aggregate(blocks: list[tuple[_Log, tuple[int, int]]], window: _Window, stat
     tests = stats.tests
     for (test, kind, status), group in main.group_by("test", "kind", "status", maintain_order=True):
         tests.setdefault(test, RowStats())._add(kind, status, group)
+    for test, (surely, maybe) in console.items():
+        tests[test].console_min, tests[test].console_max = surely, maybe
     scale = 1 if window.value == "response_us" else 1000    # histograms are in µs
     for part in tests.values():
         part.response, part.failed_response = part.response.scaled(scale), part.failed_response.scaled(scale)
