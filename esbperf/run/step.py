@@ -297,12 +297,16 @@ class StepRunner:
         interval_s = self.ctx.record.get("console_sample_interval_ms", 1000) / 1000
         tps: list[float | None] = []
         mean_us: list[float | None] = []
-        seen, totals = None, {}
-        verdict = steady.Steadiness(False, "no console sample yet")
+        # The console's samples: the one it last finished when the workers were seen running ended
+        # before the load began, and the next began before it: only those after are whole.
+        first_whole, seen, totals = None, None, {}
+        verdict = steady.Steadiness(False, "no whole console sample yet")
         while now_ms() < latest:
             data = self.console.call(lambda: self.client.data(latest=True))
             count = (data.get("status") or {}).get("sample-count")
-            if count is not None and count != seen:
+            if count is not None and first_whole is None:
+                first_whole = count + 2
+            if count is not None and count != seen and count >= first_whole:
                 seen = count
                 totals = statistics(data)
                 tps.append(totals.get("TPS"))
