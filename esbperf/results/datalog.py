@@ -341,9 +341,9 @@ class _Window:
     end_ms: int
     value: str
     open_model: bool
-    interval_ms: int = 0         # > 0: count the window's transactions per interval of this length
     process_rate: float | None = None
     report_edge_ms: int | None = None
+    interval_ms: int = 0         # > 0: count the window's transactions per interval of this length
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -512,14 +512,18 @@ def _count_block(log: _Log, block: tuple[int, int], window: _Window) -> _Counts:
 
 def _interval_sums(column: dict[str, np.ndarray], kind: np.ndarray, window: _Window) -> pl.DataFrame:
     """The block's successful transactions per test and interval, from the window's start (the
-    warm-up's at negative intervals; none after the window), and the sum of their times (in the
-    column's unit)."""
+    warm-up's at negative intervals; none after the window), placed as the window places them (in
+    the open model by their due start, so a request due in the window's last interval that started
+    after it counts there), and the sum of their times (in the column's unit)."""
+    placed_ms = window.placed_us(column) // 1000
     success = (kind == SUCCESS) | ((kind == WARMUP) & (column["errors"] == 0)
-                                   & (column["start"] >= window.warmup_end_ms - SERIES_WARMUP_MS))
+                                   & (placed_ms >= window.warmup_end_ms - SERIES_WARMUP_MS))
     return (pl.DataFrame({"test": column["test"][success],
-                          "interval": (column["start"][success] - window.warmup_end_ms) // window.interval_ms,
+                          "interval": (placed_ms[success] - window.warmup_end_ms) // window.interval_ms,
                           "value": column[window.value][success]})
             .group_by("test", "interval").agg(n=pl.len(), total=pl.col("value").sum()))
+
+
 def console_band(end_ms: np.ndarray, warmup_end_ms: int, window_end_ms: int, edge_ms: int) -> tuple[np.ndarray, np.ndarray]:
     """Which rows, by their end (ms), the console has surely counted, and which it may have: it
     counts what its workers report between its zeroing at the window's start and its reading at
