@@ -25,8 +25,9 @@ GOAL = Goal(p99_ms=50)
 def probe_row(**changes) -> dict:
     """A summary.csv row of an open-model probe at 200/s over 10 s that kept everything."""
     row = {"model": "open", "step_tests": 1, "rate": 200.0, "window_s": 10.0, "starts": 2000, "start_rate": 200.0,
-           "error_percent": 0.0, "lat_p99_ms": 20.0, "lag_growth_ms": 0.0}
+           "error_percent": 0.0, "lat_p99_ms": 20.0, "lag_growth_ms": 0.0, "started_after_end": 0}
     row.update(changes)
+    row.setdefault("due_requests", row["starts"])     # every request due started in the window
     return row
 
 
