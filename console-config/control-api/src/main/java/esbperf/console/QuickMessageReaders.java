@@ -35,7 +35,7 @@ import org.slf4j.Logger;
 public final class QuickMessageReaders implements Startable {
 
   static final String POLL_PROPERTY = "esbperf.console.readerPollMs";
-  static final long DEFAULT_POLL_MS = 10;
+  static final long DEFAULT_POLL_MS = 20;
   /** Grinder's own idle poll delay: a longer one would change nothing. */
   static final long GRINDER_POLL_MS = 500;
 

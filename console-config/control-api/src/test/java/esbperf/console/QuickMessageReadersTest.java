@@ -128,7 +128,7 @@ class QuickMessageReadersTest {
 
       new QuickMessageReaders(logger, communication, properties).start();
       assertEquals(1, received.poll(PATIENCE_MS, TimeUnit.MILLISECONDS), "the waiting message is read at once");
-      assertEquals(List.of("INFO esbperf: the console looks for agents' and workers' messages every 10 ms when idle "
+      assertEquals(List.of("INFO esbperf: the console looks for agents' and workers' messages every 20 ms when idle "
           + "(a reader added beside Grinder's, which look every 60000 ms; -Desbperf.console.readerPollMs=0 keeps Grinder's alone)"),
           lines());
 
