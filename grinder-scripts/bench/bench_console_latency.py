@@ -1,0 +1,152 @@
+"""Benchmark: what the console's quick message reader saves each step, on the set-up a user starts.
+
+    flock /tmp/esbperf-e2e.lock .venv/bin/python grinder-scripts/bench/bench_console_latency.py
+        [--rounds 3] [--idle 60] [--testbed local] [--esb camel] [--target direct] [--iterations 5]
+
+Each round starts the testbed twice with the CLI (`esbperf testbed start --testbed local --esb
+camel`): once with the console reading its connections as The Grinder ships it
+(`-Desbperf.console.readerPollMs=0`: readers that sleep 500 ms when idle) and once with esbperf's
+default (a reader that sleeps 20 ms), in alternating order, since the machine's noise is high.
+Each time it measures the idle console JVM's CPU over `--idle` seconds (agent connected, nothing
+running), runs a plan of 1 KB proxy steps at 1 and 20 users (warm-up 1 s, 2 s measured,
+`--iterations` each) with `esbperf run`, and stops the testbed.
+
+Prints for each setting the medians over its steps of the step's phases that wait for the console
+(step.json `phases_s`: start, warm-up, stop), the step's wall time, and how long after its workers'
+threads started (their logs' "start time is ... ms since Epoch") the runner saw them all running,
+then the idle console's CPU. The setting reaches the console through ESBPERF_JAVA, a wrapper of the
+JVM that adds the property (every JVM of the testbed gets it; only the console reads it).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from esbperf.core import procs, topology
+from esbperf.results import layout
+
+SETTINGS = {"Grinder's readers alone": "0", "esbperf's reader (default)": None}
+PHASES = ("start", "warmup", "stop")
+THREADS_STARTED = re.compile(r"start time is (\d+) ms since Epoch")
+
+
+def java_wrapper(folder: Path, poll_ms: str | None) -> Path:
+    """An executable that runs this machine's java, with the console setting when there is one."""
+    java = procs.java_executable()
+    wrapper = folder / f"java-poll-{poll_ms or 'default'}"
+    option = f" -Desbperf.console.readerPollMs={poll_ms}" if poll_ms is not None else ""
+    wrapper.write_text(f'#!/bin/sh\nexec "{java}"{option} "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+def esbperf(*args: str, env: dict) -> None:
+    subprocess.run([sys.executable, "-m", "esbperf", *args], env=env, check=True, stdout=subprocess.DEVNULL)
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")   # utime + stime
+
+
+def step_figures(step_dir: Path) -> dict:
+    """A step's phases and wall time, and the runner's wait for RUNNING after the threads started."""
+    meta = layout.read_json(step_dir / layout.STEP_FILE)
+    started = [int(m.group(1)) for log in (step_dir / layout.LOGS).glob("*.log") if not log.name.endswith("-data.log")
+               for m in [THREADS_STARTED.search(log.read_text(errors="replace"))] if m]
+    figures = {phase: meta["phases_s"][phase] for phase in PHASES}
+    figures["wall"] = meta["wall_s"]
+    figures["seen running"] = (meta["first_report_ms"] - max(started)) / 1000 if started else None
+    figures["users"] = meta["users"]
+    return figures
+
+
+def console_says(state: Path) -> str:
+    """What the console's log says of its readers (one line, QuickMessageReaders)."""
+    lines = [line for log in state.rglob("console.log") for line in log.read_text(errors="replace").splitlines()
+             if "esbperf: the console" in line]
+    return lines[-1].split("esbperf: ", 1)[1] if lines else "(the console's log says nothing of its readers)"
+
+
+def one_run(label: str, poll_ms: str | None, args, work: Path, out: Path) -> tuple[list[dict], float]:
+    """Start the testbed with the setting, measure the idle console, run the plan, stop; its steps and CPU %."""
+    env = dict(os.environ, ESBPERF_JAVA=str(java_wrapper(work, poll_ms)), ESBPERF_STATE=str(work / "state"))
+    testbed = topology.load(args.testbed)
+    esbperf("testbed", "start", "--testbed", args.testbed, "--esb", args.esb, env=env)
+    try:
+        print(f"  {label}: {console_says(work / 'state')}", flush=True)
+        pid = procs.listener_pid(testbed.api_host, testbed.api_port)
+        if pid is None:
+            raise SystemExit(f"no process listens on the console's control API ({testbed.api_url})")
+        before, at = cpu_seconds(pid), time.monotonic()
+        time.sleep(args.idle)
+        cpu = (cpu_seconds(pid) - before) / (time.monotonic() - at) * 100
+        esbperf("run", "--plan", str(args.plan_file), "--target", args.target, "--testbed", args.testbed,
+                "--out", str(out), "--no-report", env=env)
+    finally:
+        esbperf("testbed", "stop", "--testbed", args.testbed, env=env)
+    steps = [step_figures(p.parent) for p in sorted(out.rglob(layout.STEP_FILE)) if not p.parent.name.startswith(".")]
+    print(f"  {label}: {len(steps)} steps, idle console CPU {cpu:.2f} % of a core, median step "
+          + ", ".join(f"{k} {statistics.median(s[k] for s in steps):.3f} s" for k in (*PHASES, "wall")), flush=True)
+    return steps, cpu
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--testbed", default="local")
+    parser.add_argument("--esb", default="camel")
+    parser.add_argument("--target", default="direct")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--iterations", type=int, default=5, help="steps of each user count per run")
+    parser.add_argument("--idle", type=float, default=60, help="seconds of idle console whose CPU is measured")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="esbperf-bench-console-"))
+    args.plan_file = work / "console-latency.yaml"
+    args.plan_file.write_text(json.dumps({
+        "name": "console-latency", "description": "1 KB proxy steps at 1 and 20 users, 1 s warm-up, 2 s measured",
+        "scenarios": ["proxy"], "payloads": ["1KB"], "users": [1, 20], "duration_s": 2, "warmup_s": 1,
+        "iterations": args.iterations, "keepalive": True, "timeout_s": 10}))
+    steps: dict[str, list[dict]] = {label: [] for label in SETTINGS}
+    cpu: dict[str, list[float]] = {label: [] for label in SETTINGS}
+    for r in range(args.rounds):
+        order = list(SETTINGS) if r % 2 == 0 else list(reversed(SETTINGS))
+        print(f"round {r + 1} of {args.rounds}", flush=True)
+        for label in order:
+            out = work / "results" / (re.sub(r"\W+", "-", label) + f"round-{r + 1}")
+            got, percent = one_run(label, SETTINGS[label], args, work, out)
+            steps[label] += got
+            cpu[label].append(percent)
+
+    before, after = SETTINGS
+    print(f"\nmedians over {args.rounds} rounds, testbed {args.testbed}, {args.esb} started, target {args.target} "
+          f"({', '.join(f'{len(steps[k])} steps' for k in SETTINGS)}):")
+    print(f"| {'figure':<40} | {before} | {after} | saved |")
+    print("|---|---:|---:|---:|")
+    rows = [(f"{phase} (s)", phase, None) for phase in PHASES] + [("wall_s (s)", "wall", None)]
+    rows += [("runner saw all running, after threads started (s)", "seen running", None)]
+    rows += [(f"wall_s at {users} user{'s' if users > 1 else ''} (s)", "wall", users) for users in (1, 20)]
+    for title, key, users in rows:
+        values = [statistics.median(s[key] for s in steps[k] if s[key] is not None and users in (None, s["users"]))
+                  for k in SETTINGS]
+        print(f"| {title:<40} | {values[0]:.3f} | {values[1]:.3f} | {values[0] - values[1]:+.3f} |")
+    sums = [statistics.median(sum(s[p] for p in PHASES) for s in steps[k]) for k in SETTINGS]
+    print(f"| {'start + warmup + stop (s)':<40} | {sums[0]:.3f} | {sums[1]:.3f} | {sums[0] - sums[1]:+.3f} |")
+    print(f"| {'idle console CPU (% of a core)':<40} | {statistics.median(cpu[before]):.2f} | "
+          f"{statistics.median(cpu[after]):.2f} | {statistics.median(cpu[before]) - statistics.median(cpu[after]):+.2f} |")
+    print("idle console CPU per run (% of a core): " + "; ".join(
+        f"{k}: {', '.join(f'{c:.2f}' for c in cpu[k])}" for k in SETTINGS))
+    print(f"work folder (results, logs): {work}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
