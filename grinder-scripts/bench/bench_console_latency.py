@@ -1,21 +1,23 @@
 """Benchmark: what the console's quick message reader saves each step, on the set-up a user starts.
 
     flock /tmp/esbperf-e2e.lock .venv/bin/python grinder-scripts/bench/bench_console_latency.py
-        [--rounds 3] [--idle 60] [--testbed local] [--esb camel] [--target direct] [--iterations 5]
+        [--rounds 3] [--idle 60] [--hops 5] [--testbed local] [--esb camel] [--target direct] [--iterations 5]
 
 Each round starts the testbed twice with the CLI (`esbperf testbed start --testbed local --esb
 camel`): once with the console reading its connections as The Grinder ships it
 (`-Desbperf.console.readerPollMs=0`: readers that sleep 500 ms when idle) and once with esbperf's
-default (a reader that sleeps 20 ms), in alternating order, since the machine's noise is high.
-Each time it measures the idle console JVM's CPU over `--idle` seconds (agent connected, nothing
-running), runs a plan of 1 KB proxy steps at 1 and 20 users (warm-up 1 s, 2 s measured,
-`--iterations` each) with `esbperf run`, and stops the testbed.
+default, in alternating order, since the machine's noise is high. Each time it measures the idle
+console JVM's CPU over `--idle` seconds (agent connected, nothing running); times `--hops` runs of
+one short worker, each from the moment the worker sent RUNNING and FINISHED (its log) to the first
+answer of the control API that shows it (polled every 5 ms); runs a plan of 1 KB proxy steps at 1
+and 20 users (warm-up 1 s, 2 s measured, `--iterations` each) with `esbperf run`; and stops the
+testbed. It prints the console log's line about its readers at each start.
 
-Prints for each setting the medians over its steps of the step's phases that wait for the console
-(step.json `phases_s`: start, warm-up, stop), the step's wall time, and how long after its workers'
-threads started (their logs' "start time is ... ms since Epoch") the runner saw them all running,
-then the idle console's CPU. The setting reaches the console through ESBPERF_JAVA, a wrapper of the
-JVM that adds the property (every JVM of the testbed gets it; only the console reads it).
+Prints per setting the medians over its steps of each phase (step.json `phases_s`) and of the wall
+time, how long after its workers' threads started (their logs' "start time is ... ms since Epoch")
+the runner saw them all running, the idle console's CPU and the hops. The setting reaches the
+console through ESBPERF_JAVA, a wrapper of the JVM that adds the property (every JVM of the
+testbed gets it; only the console reads it).
 """
 from __future__ import annotations
 
@@ -27,15 +29,19 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 from esbperf.core import procs, topology
 from esbperf.results import layout
+from esbperf.services import console
+from esbperf.testbed import hosts
 
 SETTINGS = {"Grinder's readers alone": "0", "esbperf's reader (default)": None}
 PHASES = ("start", "warmup", "stop")
 THREADS_STARTED = re.compile(r"start time is (\d+) ms since Epoch")
+ELAPSED = re.compile(r"elapsed time is (\d+) ms")
 
 
 def java_wrapper(folder: Path, poll_ms: str | None) -> Path:
@@ -64,10 +70,56 @@ def step_figures(step_dir: Path) -> dict:
     started = [int(m.group(1)) for log in (step_dir / layout.LOGS).glob("*.log") if not log.name.endswith("-data.log")
                for m in [THREADS_STARTED.search(log.read_text(errors="replace"))] if m]
     figures = {phase: meta["phases_s"][phase] for phase in PHASES}
+    figures["collect"] = meta["phases_s"]["collect"]
     figures["wall"] = meta["wall_s"]
     figures["seen running"] = (meta["first_report_ms"] - max(started)) / 1000 if started else None
     figures["users"] = meta["users"]
     return figures
+
+
+def hop_trials(testbed: topology.Testbed, state: Path, trials: int) -> dict[str, list[float]]:
+    """`trials` runs of one worker (1 thread, 1.5 s, the calibration scenario: no target needed)
+    while the control API is polled every 5 ms: how long after the worker sent RUNNING (its log's
+    "start time is", written just before) and FINISHED (that plus its "elapsed time", written just
+    after) the API first showed it, in ms."""
+    root = state / "services" / testbed.name
+    client = console.control_client(testbed, hosts.console_token(testbed, root), timeout=30)
+    client.distribute()
+    hops: dict[str, list[float]] = {"RUNNING": [], "FINISHED": []}
+    for _ in range(trials):
+        seen: dict[tuple[str, str], float] = {}
+        watching = threading.Event()
+
+        def watch():
+            while not watching.is_set():
+                agents = client.agents()
+                now = time.time() * 1000
+                for w in (w for a in agents for w in a.get("workers", [])):
+                    seen.setdefault((w["name"], w["state"]), now)
+                time.sleep(0.005)
+
+        relative = f"bench-hops/{time.time_ns()}"
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        try:
+            workers = client.start_workers_and_wait({
+                "grinder.processes": 1, "grinder.threads": 1, "grinder.runs": 0, "grinder.duration": 1500,
+                "grinder.logDirectory": relative, "esbperf.scenario": "calibrate", "esbperf.payload.bytes": 1024}, 1)
+            client.wait_workers_finished(workers, 30)
+            time.sleep(0.2)
+        finally:
+            watching.set()
+            watcher.join(5)
+        for log in (log for folder in root.rglob(relative) for log in folder.glob("*.log")):
+            text = log.read_text(errors="replace")
+            started, elapsed = THREADS_STARTED.search(text), ELAPSED.search(text)
+            if log.name.endswith("-data.log") or not started or not elapsed:
+                continue
+            sent = {"RUNNING": int(started.group(1)), "FINISHED": int(started.group(1)) + int(elapsed.group(1))}
+            for state_name, at in sent.items():
+                if (log.stem, state_name) in seen:
+                    hops[state_name].append(seen[(log.stem, state_name)] - at)
+    return hops
 
 
 def console_says(state: Path) -> str:
@@ -77,8 +129,9 @@ def console_says(state: Path) -> str:
     return lines[-1].split("esbperf: ", 1)[1] if lines else "(the console's log says nothing of its readers)"
 
 
-def one_run(label: str, poll_ms: str | None, args, work: Path, out: Path) -> tuple[list[dict], float]:
-    """Start the testbed with the setting, measure the idle console, run the plan, stop; its steps and CPU %."""
+def one_run(label: str, poll_ms: str | None, args, work: Path, out: Path) -> tuple[list[dict], float, dict]:
+    """Start the testbed with the setting, measure the idle console and the hops, run the plan, stop;
+    its steps, the idle CPU %, the hops."""
     env = dict(os.environ, ESBPERF_JAVA=str(java_wrapper(work, poll_ms)), ESBPERF_STATE=str(work / "state"))
     testbed = topology.load(args.testbed)
     esbperf("testbed", "start", "--testbed", args.testbed, "--esb", args.esb, env=env)
@@ -90,14 +143,45 @@ def one_run(label: str, poll_ms: str | None, args, work: Path, out: Path) -> tup
         before, at = cpu_seconds(pid), time.monotonic()
         time.sleep(args.idle)
         cpu = (cpu_seconds(pid) - before) / (time.monotonic() - at) * 100
+        hops = hop_trials(testbed, work / "state", args.hops)
         esbperf("run", "--plan", str(args.plan_file), "--target", args.target, "--testbed", args.testbed,
                 "--out", str(out), "--no-report", env=env)
     finally:
         esbperf("testbed", "stop", "--testbed", args.testbed, env=env)
     steps = [step_figures(p.parent) for p in sorted(out.rglob(layout.STEP_FILE)) if not p.parent.name.startswith(".")]
     print(f"  {label}: {len(steps)} steps, idle console CPU {cpu:.2f} % of a core, median step "
-          + ", ".join(f"{k} {statistics.median(s[k] for s in steps):.3f} s" for k in (*PHASES, "wall")), flush=True)
-    return steps, cpu
+          + ", ".join(f"{k} {statistics.median(s[k] for s in steps):.3f} s" for k in (*PHASES, "wall"))
+          + "; hops (ms) " + ", ".join(f"{k} {', '.join(str(round(v)) for v in vs)}" for k, vs in hops.items()), flush=True)
+    return steps, cpu, hops
+
+
+def print_table(steps: dict[str, list[dict]], cpu: dict[str, list[float]], hops: dict[str, dict[str, list[float]]]) -> None:
+    """Each figure's median (and the wall time's mean) per setting, as a Markdown table."""
+    def row(title: str, values: list[float], digits: int = 3) -> None:
+        print(f"| {title} | {values[0]:.{digits}f} | {values[1]:.{digits}f} | {values[0] - values[1]:+.{digits}f} |")
+
+    def median(key: str, users: int | None = None) -> list[float]:
+        return [statistics.median(s[key] for s in steps[k] if s[key] is not None and users in (None, s["users"]))
+                for k in SETTINGS]
+
+    print(f"| median per step (s) | {' | '.join(SETTINGS)} | saved |")
+    print("|---|---:|---:|---:|")
+    for phase in PHASES:
+        row(phase, median(phase))
+    row("start + warmup + stop", [statistics.median(sum(s[p] for p in PHASES) for s in steps[k]) for k in SETTINGS])
+    row("collect (waits for the worker JVMs' exit)", median("collect"))
+    row("wall_s", median("wall"))
+    row("wall_s, mean", [statistics.mean(s["wall"] for s in steps[k]) for k in SETTINGS])
+    for users in (1, 20):
+        row(f"wall_s at {users} user{'s' if users > 1 else ''}", median("wall", users))
+    row("runner saw every worker running, after its threads started", median("seen running"))
+    row("idle console CPU, % of a core (median of the runs)", [statistics.median(cpu[k]) for k in SETTINGS], 2)
+    for state in ("RUNNING", "FINISHED"):
+        row(f"{state} shown by the API after the worker sent it, ms (median)",
+            [statistics.median(hops[k][state]) for k in SETTINGS], 0)
+        row(f"{state} shown by the API after the worker sent it, ms (largest)", [max(hops[k][state]) for k in SETTINGS], 0)
+    print("idle console CPU per run (% of a core): " + "; ".join(
+        f"{k}: {', '.join(f'{c:.2f}' for c in cpu[k])}" for k in SETTINGS))
 
 
 def main() -> int:
@@ -108,6 +192,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--iterations", type=int, default=5, help="steps of each user count per run")
     parser.add_argument("--idle", type=float, default=60, help="seconds of idle console whose CPU is measured")
+    parser.add_argument("--hops", type=int, default=5, help="one-worker runs per testbed start, each state change timed")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="esbperf-bench-console-"))
     args.plan_file = work / "console-latency.yaml"
@@ -117,33 +202,21 @@ def main() -> int:
         "iterations": args.iterations, "keepalive": True, "timeout_s": 10}))
     steps: dict[str, list[dict]] = {label: [] for label in SETTINGS}
     cpu: dict[str, list[float]] = {label: [] for label in SETTINGS}
+    hops: dict[str, dict[str, list[float]]] = {label: {"RUNNING": [], "FINISHED": []} for label in SETTINGS}
     for r in range(args.rounds):
         order = list(SETTINGS) if r % 2 == 0 else list(reversed(SETTINGS))
         print(f"round {r + 1} of {args.rounds}", flush=True)
         for label in order:
             out = work / "results" / (re.sub(r"\W+", "-", label) + f"round-{r + 1}")
-            got, percent = one_run(label, SETTINGS[label], args, work, out)
+            got, percent, timed = one_run(label, SETTINGS[label], args, work, out)
             steps[label] += got
             cpu[label].append(percent)
+            for state, values in timed.items():
+                hops[label][state] += values
 
-    before, after = SETTINGS
-    print(f"\nmedians over {args.rounds} rounds, testbed {args.testbed}, {args.esb} started, target {args.target} "
+    print(f"\n{args.rounds} rounds, testbed {args.testbed}, {args.esb} started, target {args.target} "
           f"({', '.join(f'{len(steps[k])} steps' for k in SETTINGS)}):")
-    print(f"| {'figure':<40} | {before} | {after} | saved |")
-    print("|---|---:|---:|---:|")
-    rows = [(f"{phase} (s)", phase, None) for phase in PHASES] + [("wall_s (s)", "wall", None)]
-    rows += [("runner saw all running, after threads started (s)", "seen running", None)]
-    rows += [(f"wall_s at {users} user{'s' if users > 1 else ''} (s)", "wall", users) for users in (1, 20)]
-    for title, key, users in rows:
-        values = [statistics.median(s[key] for s in steps[k] if s[key] is not None and users in (None, s["users"]))
-                  for k in SETTINGS]
-        print(f"| {title:<40} | {values[0]:.3f} | {values[1]:.3f} | {values[0] - values[1]:+.3f} |")
-    sums = [statistics.median(sum(s[p] for p in PHASES) for s in steps[k]) for k in SETTINGS]
-    print(f"| {'start + warmup + stop (s)':<40} | {sums[0]:.3f} | {sums[1]:.3f} | {sums[0] - sums[1]:+.3f} |")
-    print(f"| {'idle console CPU (% of a core)':<40} | {statistics.median(cpu[before]):.2f} | "
-          f"{statistics.median(cpu[after]):.2f} | {statistics.median(cpu[before]) - statistics.median(cpu[after]):+.2f} |")
-    print("idle console CPU per run (% of a core): " + "; ".join(
-        f"{k}: {', '.join(f'{c:.2f}' for c in cpu[k])}" for k in SETTINGS))
+    print_table(steps, cpu, hops)
     print(f"work folder (results, logs): {work}")
     return 0
 
