@@ -6,6 +6,7 @@ import glob
 import subprocess
 import threading
 import json
+import re
 import time
 import urllib.error
 import urllib.request
@@ -80,6 +81,57 @@ def test_stop_workers_ends_a_duration_bound_run_early(grinder, echoes, tmp_path)
     grinder.stop_workers()
     assert grinder.wait_workers_finished(workers, 30)
     assert time.monotonic() - stopped_at < 15, "stop-workers must end a 120 s run within seconds"
+
+
+# A worker's state change at the console must never wait for Grinder's 500 ms reader sleep.
+STATE_SEEN_WITHIN_MS = 150
+
+
+def test_the_console_shows_each_worker_state_change_within_150_ms(grinder, echoes, tmp_path):
+    """Three runs of a 1.5 s worker on each agent. RUNNING is timed from the "start time is <ms> since
+    Epoch" a worker logs just before sending it, FINISHED from that plus the "elapsed time" it logs
+    just after. With Grinder's readers alone (-Desbperf.console.readerPollMs=0) a hop took 0.17 s
+    (RUNNING) and 0.23 s (FINISHED) at the median and 16 of 40 were under 150 ms, so twelve under it
+    by chance is rarer than one run in a hundred; with esbperf's reader (20 ms): 16 ms (RUNNING) and
+    12 ms (FINISHED) at the median, 38 ms at most."""
+    seen: dict[tuple[str, str], float] = {}   # (worker name, state) -> when the API first showed it (ms)
+    watching = threading.Event()
+
+    def watch():
+        while not watching.is_set():
+            agents = grinder.agents()
+            now = time.time() * 1000   # after the answer: the state was there by then, at the latest
+            for w in (w for a in agents for w in a.get("workers", [])):
+                seen.setdefault((w["name"], w["state"]), now)
+            time.sleep(0.005)
+
+    hops = []
+    grinder.settle()
+    for run in range(3):
+        seen.clear()
+        watching.clear()
+        watcher = threading.Thread(target=watch, daemon=True)
+        watcher.start()
+        relative = relative_logs(tmp_path / f"run{run}")
+        try:
+            workers = grinder.start_workers_and_wait(direct_properties(**{
+                "grinder.threads": 1, "grinder.duration": 1500, "grinder.logDirectory": relative}), 2)
+            assert grinder.wait_workers_finished(workers, 30)
+            time.sleep(0.2)   # the watcher's last look
+        finally:
+            watching.set()
+            watcher.join(5)
+        for log in gather_logs(relative, tmp_path / f"run{run}"):
+            if log.name.endswith("-data.log"):
+                continue
+            text = log.read_text()
+            threads_started = int(re.search(r"start time is (\d+) ms since Epoch", text).group(1))
+            finished = threads_started + int(re.search(r"elapsed time is (\d+) ms", text).group(1))
+            for state, sent in (("RUNNING", threads_started), ("FINISHED", finished)):
+                shown = seen.get((log.stem, state))
+                hops.append((log.stem, state, None if shown is None else round(shown - sent)))
+    late = [hop for hop in hops if hop[2] is None or hop[2] > STATE_SEEN_WITHIN_MS]
+    assert len(hops) >= 12 and not late, f"late or never shown (ms): {late}; all: {hops}"
 
 
 def test_settle_stops_the_workers_of_a_start_whose_sender_was_killed(grinder, echoes, tmp_path):
