@@ -61,6 +61,8 @@ def _record(plan: plans.Plan, targets: dict[str, topology.Target], testbed: topo
         "engine_matches": {name: e.match for name, e in engines.load_all().items()
                            if name in testbed.hosts["esb"].esb_ports},
         "environment": environment.describe(),
+        # What each engine under test is and how it is set (its version, heap and options, or program).
+        "engines": environment.engines([t.esb for t in targets.values() if t.kind == "esb"]),
         "versions": {"grinder": grinder_version},
         "jvm_args": {"console": ConsoleConfig.load().jvm_args, "agent": AgentConfig.load().agent_jvm_args,
                      "worker": AgentConfig.load().worker_jvm_args},
