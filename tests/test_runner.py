@@ -213,6 +213,10 @@ def test_a_back_end_that_dies_mid_step_stops_the_run_and_loses_nothing(grinder, 
     ({"duration_s": 0}, "field 'duration_s' must be seconds measured per step"),
     ({"iterations": 1.5}, "field 'iterations' must be how many times the whole plan runs"),
     ({"keepalive": "yes"}, "field 'keepalive' must be true or false"),
+    ({"warmup_s": "soon"}, "field 'warmup_s' must be seconds of warm-up before each step's measurement"),
+    ({"warmup_s": 3, "warmup_max_s": 9}, "field 'warmup_max_s' applies to warmup_s: auto; this plan's warm-up is fixed"),
+    ({"warmup_s": "auto", "warmup_min_s": 9, "warmup_max_s": 3}, "field 'warmup_max_s' (3) must be at least warmup_min_s"),
+    ({"warmup_s": "auto", "warmup_max_s": 0}, "field 'warmup_max_s' must be with warmup_s: auto, the most"),
 ])
 def test_invalid_plans_say_file_field_and_what_is_allowed(tmp_path, fields, message):
     path = write_plan(tmp_path / "bad.yaml", **fields)
@@ -220,6 +224,19 @@ def test_invalid_plans_say_file_field_and_what_is_allowed(tmp_path, fields, mess
         plans.load(path)
     assert str(e.value).startswith(str(path) + ": ")
     assert message in str(e.value)
+
+
+def test_a_plan_warms_up_until_steady_or_for_fixed_seconds_as_its_file_says(tmp_path):
+    auto = plans.load(write_plan(tmp_path / "auto.yaml", warmup_s="auto", warmup_max_s=30))
+    assert (auto.name, auto.warmup_auto, auto.warmup_s, auto.warmup_max_s) == ("auto", True, 1, 30)
+    assert auto.step_seconds() == 32 and auto.warmup_label() == "auto (1-30 s)"
+    recorded = auto.to_dict()   # as run.json keeps it, and --resume reads it back
+    assert (recorded["warmup_s"], recorded["warmup_min_s"], recorded["warmup_max_s"]) == ("auto", 1, 30)
+    again = plans.Plan.from_dict(recorded, "run.json")
+    assert (again.name, again.warmup_auto, again.warmup_s, again.warmup_max_s) == ("auto", True, 1, 30)
+    fixed = plans.load(write_plan(tmp_path / "fixed.yaml", warmup_s=3))
+    assert (fixed.name, fixed.warmup_auto, fixed.step_seconds()) == ("fixed", False, 5)
+    assert "warmup_min_s" not in fixed.to_dict() and "warmup_max_s" not in fixed.to_dict()
 
 
 def test_invalid_plan_on_the_command_line_is_one_line_and_exit_2(tmp_path):
@@ -426,3 +443,43 @@ def test_an_agent_hosts_clock_is_read_over_ssh_and_refused_when_off(tmp_path, mo
     assert skews["client"] == {"skew_ms": 0.0, "error_ms": 0.0, "how": "this machine's clock"}
     assert skews["load2"]["how"] == "ssh" and skews["load2"]["skew_ms"] == pytest.approx(500, abs=60), skews
     assert warnings == []
+
+
+@pytest.mark.slow
+def test_an_auto_warm_up_opens_once_steady_and_the_next_run_of_a_session_reuses_the_calibration(
+        grinder, echoes, testbed_file, tmp_path):
+    """warmup_s: auto through Camel: the window opens once the console's samples are steady, between
+    warmup_min_s and warmup_max_s after every worker runs, and step.json keeps what was judged; a
+    run that follows it in one session (the demo's three) reuses its client calibration and does
+    not warm the target again."""
+    from conftest import ECHO_PORTS, HOST
+    from esbperf.services.esb import start_esb
+
+    testbed = topology.load(testbed_file)
+    camel = start_esb("camel", HOST, 16280, {ws: f"http://{HOST}:{p}" for ws, p in ECHO_PORTS.items()},
+                      workdir=tmp_path / "camel")
+    try:
+        first = runner.start(plans.load(write_plan(tmp_path / "auto.yaml", warmup_s="auto", warmup_min_s=1,
+                                                   warmup_max_s=15, target_warmup_s=3, payloads=["1KB", "50KB"])),
+                             "camel", testbed, tmp_path / "results")
+        second = runner.start(plans.load(write_plan(tmp_path / "then.yaml", payloads=["10KB"], warmup_s=1,
+                                                    target_warmup_s=3)),
+                              "camel", testbed, tmp_path / "results", after=first)
+    finally:
+        camel.stop()
+    for step in sorted(first.glob("camel/proxy/*/1/iter-1/step.json")):
+        meta = json.loads(step.read_text())
+        used = (meta["warmup_end_ms"] - meta["first_report_ms"]) / 1000
+        assert meta["warmup_s"] == "auto" and 1 <= meta["warmup_used_s"] <= 15.5, meta["warmup_used_s"]
+        assert abs(meta["warmup_used_s"] - used) < 0.01
+        judged = meta["warmup"]
+        assert judged["interval_s"] == 0.25 and len(judged["tps"]) == len(judged["mean_us"]) >= 1
+        assert judged["steady"] is (meta["warmup_used_s"] < 15), judged["reason"]
+        if judged["steady"]:   # at least ten intervals after the ramp: the test's minimum
+            assert len(judged["tps"]) >= 10 and any(t for t in judged["tps"])
+    first_record = json.loads((first / "run.json").read_text())
+    record = json.loads((second / "run.json").read_text())
+    assert set(first_record["calibration"]) == {"1KB", "50KB"}
+    assert record["calibration"] == first_record["calibration"] and record["calibration_from"] == first.name
+    assert not (second / "calibration").exists()
+    assert record["warm_from"] == {"run": first.name, "targets": ["camel"]} and "target_warmup" not in record

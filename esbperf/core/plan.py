@@ -394,9 +394,9 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
             raise EsbperfError(f"{source}: field 'warmup_max_s' ({warmup_max_s:g}) must be at least warmup_min_s "
                                f"({warmup_s:g})")
     else:
-        for name in ("warmup_min_s", "warmup_max_s"):
-            if name in data:
-                raise EsbperfError(f"{source}: field '{name}' applies to warmup_s: auto; this plan's warm-up is "
+        for bound in ("warmup_min_s", "warmup_max_s"):
+            if bound in data:
+                raise EsbperfError(f"{source}: field '{bound}' applies to warmup_s: auto; this plan's warm-up is "
                                    f"fixed ({data.get('warmup_s', 0)!r})")
         warmup_s, warmup_max_s = number("warmup_s", 0, 0, strict=False), 60
     return Plan(
