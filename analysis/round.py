@@ -151,10 +151,10 @@ def per_core(tps: float | None, cpu_percent: float | None) -> float | None:
 
 
 def _valid(*verdicts: tuple[str, str]) -> str:
-    """"yes", or the warnings of the target's step (summary.csv's `valid`: names separated by `;`)
-    and of its references, these named: `drift; direct: client-bound`."""
-    named = [name if who == "" else f"{who}: {name}" for who, v in verdicts if v and v != "yes"
-             for name in v.split(";")]
+    """"yes", or the warnings of the target's step (summary.csv's `valid`: names separated by `;`),
+    and each reference that is not valid named once (its own row says why): `drift; direct not valid`."""
+    named = [name for who, v in verdicts if who == "" and v and v != "yes" for name in v.split(";")]
+    named += [f"{who} not valid" for who, v in verdicts if who and v and v != "yes"]
     return VALID_SEPARATOR.join(dict.fromkeys(named)) or "yes"
 
 
@@ -392,8 +392,8 @@ def headline_tables(found: list[Figure], kinds: dict[str, str], scenarios: list[
                 rows.append(row + [_valid_cell(*shown)])
         heads = ["users", "target"]
         for what in HEADLINE:
-            name = "TPS" if what == "tps" else f"{what} ms"
-            heads += [name, f"{what} ÷ direct", f"{what} ÷ best floor"]
+            name = "TPS" if what == "tps" else what
+            heads += [name if what == "tps" else f"{name} ms", f"{name} ÷ direct", f"{name} ÷ best floor"]
         parts.append(f"### {scenario}, {payload}\n\n" + _table(heads + ["valid"], rows))
     return "\n\n".join(parts)
 
@@ -519,8 +519,8 @@ def environment_text(data: RoundData) -> str:
           f"kernel {env.get('kernel')} ({env.get('os')}); JDK {env.get('java')}; Python {env.get('python')}.",
         f"- **Testbed** `{testbed.get('name')}` (emulated: {testbed.get('emulated')}): {testbed.get('cpu_split')}; "
         f"links {', '.join(links)} Mbit/s.",
-        f"- **Worker JVMs** {' '.join((record.get('jvm_args') or {}).get('worker') or [])}; Grinder "
-        f"{(record.get('versions') or {}).get('grinder')}.",
+        f"- **Client**: {(record.get('versions') or {}).get('grinder')}, worker JVMs "
+        f"{' '.join((record.get('jvm_args') or {}).get('worker') or [])}.",
     ]
     engines: dict[str, dict] = {}
     for r in data.runs.values():
@@ -532,8 +532,9 @@ def environment_text(data: RoundData) -> str:
                      f"esb-projects/{name}/ at that commit.")
     plans = []
     for part in data.info.get("parts") or []:
-        plans.append(f"`{part['plan']}` ({part['kind']}, against {', '.join(part['targets'])})")
-    lines.append(f"- **Runs**: {'; '.join(plans)}; each run's manifest is its runs/&lt;run&gt;/run.json.")
+        manifest = f" ([run.json]({part['run']}/run.json))" if part.get("run") else " (not run)"
+        plans.append(f"`{part['plan']}` ({part['kind']}, against {', '.join(part['targets'])}){manifest}")
+    lines.append(f"- **Runs** and their manifests: {'; '.join(plans)}.")
     return "\n".join(lines)
 
 
@@ -586,8 +587,11 @@ def page(data: RoundData) -> str:
         "",
         "Each ratio is the target's figure divided by direct's, or by the best floor's (the floor with the "
         "highest TPS, or the lowest percentile) in the same scenario, payload and users; its spread is that of "
-        "the iterations' ratios, each iteration's target and reference measured back to back. A floor's ratio "
-        "to the best floor compares the two floors; where no floor serves the scenario the column is empty.",
+        "the iterations' own ratios, each iteration's target and reference measured back to back. A ratio of "
+        "percentiles is that of the pooled distributions, so it may lie outside its iterations' spread when "
+        "the iterations differ much (the pooled percentile leans to the iteration with the longer tail). A "
+        "floor's ratio to the best floor compares the two floors; where no floor serves the scenario the column "
+        "is empty.",
         "",
         headline_tables(found, kinds, data.scenarios()),
         "",

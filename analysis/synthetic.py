@@ -227,12 +227,14 @@ ROUND_ENGINES = {"nginx": ("floor", "nginx:"), "haproxy": ("floor", "haproxy -db
 
 def round_run(run_dir: Path, plan_name: str, targets: dict[str, float], scenarios: list[str],
               payloads: dict[str, int], users: list[int], iterations: int, window_s: int = 4,
-              base_ms: float = 2.0, engine_cpu: float = 60.0, seed: int = 1, slower: dict | None = None) -> Path:
+              base_ms: float = 2.0, engine_cpu: float = 60.0, seed: int = 1, slower: dict | None = None,
+              busy: set | None = None) -> Path:
     """A closed-model run of several targets interleaved step by step: each target's response times
     exponential around base_ms × its factor in `targets` (direct 1.0, …) × (1 + users / 20), as many
     transactions as Little's law gives its users in the window; the esb host's monitor watches every
     engine of ROUND_ENGINES by its --match text, the target's own at engine_cpu × its factor, the
-    others idle. `slower` {(target, scenario, users, iteration): factor} slows one step down."""
+    others idle. `slower` {(target, scenario, users, iteration): factor} slows one step down; in the
+    steps of `busy` {(target, scenario, users, iteration)} a neighbour engine is busy (30 % of a core)."""
     engines = {name: {"kind": kind, "version": f"{name} 1.0"} for name, (kind, _) in ROUND_ENGINES.items()
                if name in targets}
     matches = {name: match for name, (_, match) in ROUND_ENGINES.items() if name in targets}
@@ -260,7 +262,8 @@ def round_run(run_dir: Path, plan_name: str, targets: dict[str, float], scenario
                         rows = max(400, round(u * window_s * 1000 / mean))
                         write_random_logs(folder, rows, 1, meta["warmup_end_ms"], meta["end_ms"], mean_ms=mean,
                                           payload_bytes=size, seed=seed * 100_000 + n, threads=u)
-                        proc = [engine_cpu * targets[name] if name == target else 0.5 for name in matches]
+                        idle = 30.0 if (target, scenario, u, it) in (busy or ()) else 0.5
+                        proc = [engine_cpu * targets[name] if name == target else idle for name in matches]
                         for role in ROLES:
                             write_monitor(folder, role, meta["start_ms"], meta["warmup_end_ms"], meta["end_ms"],
                                           cpu_percent=30.0, rx_mbit=10.0, tx_mbit=10.0,

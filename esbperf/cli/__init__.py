@@ -1,7 +1,7 @@
 """The esbperf command line: one command per concern. A service's command lives beside the
 service (esbperf/services/), the testbed's in esbperf/testbed/cli.py, the analysis's in
 analysis/cli.py; the commands that put the layers together (`run`, which reports after the run,
-and `demo`) live here, so that no layer below imports the ones above it.
+`demo` and `round`) live here, so that no layer below imports the ones above it.
 
 Commands are imported only when run, so `esbperf --help` stays fast and a command's heavy
 imports (polars, matplotlib) cost nothing to the others.
