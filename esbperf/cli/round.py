@@ -41,8 +41,8 @@ ROUND_FILE = "round.json"
 RUNS = "runs"
 MAX_PUBLISHED_BYTES = 20_000_000
 # What a published round holds, relative to the round's folder (runs/<run>/run.json: each run's manifest).
-PUBLISHED = ("round.json", "verification.csv", "README.md", "report/report.html", "report/summary.csv",
-             "report/aggregate.csv", "report/hlog.tar.gz", "report/graphs", "capacity")
+PUBLISHED = ("round.json", "verification.csv", "README.md", "figures.csv", "report/report.html",
+             "report/summary.csv", "report/aggregate.csv", "report/hlog.tar.gz", "report/graphs", "capacity")
 # The capacity searches' starts are chosen within a quarter to a half of the capacities measured here:
 # the estimate assumes each capacity lies within 4 × its start rate.
 CAPACITY_OVER_START = 4
@@ -211,7 +211,8 @@ def finish(folder: Path, rnd: rounds.Round, console: Console, publish: bool) -> 
     if not closed:
         raise EsbperfError(f"{folder}: no closed run finished; nothing to report")
     report = folder / pages.REPORT
-    if not (report / "aggregate.csv").is_file():
+    analysed = not (report / "aggregate.csv").is_file()
+    if analysed:
         write_report(closed, report)
     pages.pack_hlogs(report)
     capacity_runs = [run for kind, run in runs if kind == "capacity"]
@@ -219,7 +220,7 @@ def finish(folder: Path, rnd: rounds.Round, console: Console, publish: bool) -> 
         pages.collect_capacity(folder, capacity_runs)
     page = pages.write_page(folder, rnd.published / pages.PAGE)
     steps = sum(1 for _, run in runs for _ in run.rglob(layout.STEP_FILE))
-    if steps:
+    if analysed and steps:   # what the estimate of the next round counts per step analysed
         estimate.remember(round_report_per_step_s=(time.monotonic() - began) / steps)
     console.print(f"page: {page}")
     published = pages.published_round(rnd.published)
