@@ -1,6 +1,7 @@
 """`esbperf report` and `esbperf compare` (registered in esbperf/cli/__init__.py), with the gate's
 limits (analysis/gate.py, docs/regression-gate.md): exit 0 when every check passed, 1 when one
-broke a limit, 2 for bad input (esbperf/cli's EsbperfError)."""
+broke a limit, 3 when none broke one but a check could not be judged, 2 for bad input
+(esbperf/cli's EsbperfError)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -51,7 +52,8 @@ def _done(out: Path, analysis) -> None:
 def _report_and_gate(runs: tuple[Path, ...], out: Path | None, compare: bool, junit: Path | None,
                      markdown: Path | None, limit_values: dict[str, Any]) -> None:
     """Write the report; with limits, judge it (bad input refused before anything is written),
-    print the failures and the headline, write --junit and --markdown, exit 1 on a failure."""
+    print the failures and the checks not judged and the headline, write --junit and --markdown,
+    exit 1 on a failure, 3 when a check was not judged and none failed."""
     from esbperf.analysis import gate
     from esbperf.analysis.report import build_report, default_out_dir
 
@@ -76,16 +78,17 @@ def _report_and_gate(runs: tuple[Path, ...], out: Path | None, compare: bool, ju
     if markdown:
         gate.write_markdown(verdicts, markdown, what)
     for v in verdicts:
-        if v.failed:
-            click.echo(f"  FAIL {v.message}")
+        if v.outcome != gate.PASSED:
+            click.echo(f"  {'FAIL' if v.failed else 'NOT JUDGED'} {v.message}")
     invalid = sum(bool(v.invalid) for v in verdicts)
     if invalid:
         click.echo(f"esbperf: {invalid} check(s) judged a step that is not a valid measurement (a validity warning "
                    "names it; their messages say which)")
     written = [str(p) for p in (junit, markdown) if p]
     click.echo(f"esbperf: {gate.headline(verdicts)}" + (f"; written to {', '.join(written)}" if written else ""))
-    if any(v.failed for v in verdicts):
-        raise SystemExit(1)
+    code = gate.exit_code(verdicts)
+    if code:
+        raise SystemExit(code)
 
 
 @click.command()
@@ -116,5 +119,7 @@ def compare(runs: tuple[Path, ...], out: Path | None, junit: Path | None, markdo
     With a --max-*-rise/--max-tps-drop limit, compare is a regression gate: every later run is
     judged against the first, step by step; a move beyond the limit fails (exit 1) unless it is
     inside the noise (TPS and mean: Student's t over iterations; percentiles: order-statistic
-    intervals of the pooled data). Absolute limits hold every step of every run to a line."""
+    intervals of the pooled data). A check that cannot be made (BASE has no figure, or 0; too
+    few transactions for a percentile's noise test) is not judged: exit 3 when nothing failed.
+    Absolute limits hold every step of every run to a line."""
     _report_and_gate(runs, out, True, junit, markdown, limits)

@@ -12,13 +12,17 @@ data; its TPS is the mean of its iterations.
   intervals from order statistics of each run's pooled transactions (ORDER_STATISTICS_TEST).
   Steps are matched by what defines them (scenario, target, payload, users, model, rate, test); a
   step of BASE that NEW lacks fails (a smaller NEW must not pass by leaving steps out); a NEW
-  that shares no step with BASE, or a single run, is an error: nothing was compared.
+  that shares no step with BASE, or a single run, is an error: nothing was compared. A check
+  that cannot be made is **not judged**, never passed: BASE has no figure, BASE's figure is 0
+  (no percentage of it), or a percentile's move beyond the limit has too few transactions
+  for its noise test (its interval open on the side that would tell).
 - **Absolute** limits (`--max-p99-ms`, `--max-mean-ms`, `--max-error-percent`,
   `--max-late-start-percent`, `--min-tps`) hold every step of every run to a fixed line; a
   figure that is missing (no transaction) fails. A limit that applies to no step is an error.
 
-The verdicts are printed, and written as JUnit XML (one test case per step and limit) and as a
-short Markdown summary for a pull request."""
+The verdicts (passed, failed, not judged) are printed, and written as JUnit XML (one test case
+per step and limit; a check not judged is an error) and as a short Markdown summary for a pull
+request."""
 from __future__ import annotations
 
 import math
@@ -82,7 +86,8 @@ ABSOLUTE_OPTIONS = (
     LimitOption("--max-error-percent", "error_percent", "errors", +1, True, "%",
                 "Fail a step whose failed transactions are more than this share of its starts (%)."),
     LimitOption("--max-late-start-percent", "late_start_percent", "late starts", +1, True, "%",
-                "Fail an open-model step whose starts later than due are more than this share (%).", open_only=True),
+                "Fail an open-model step whose requests started later than due, or never, are more than this "
+                "share of those due (%).", open_only=True),
     LimitOption("--min-tps", "tps", "TPS", -1, True, "",
                 "Fail a step whose TPS (mean over its iterations) is below this."),
 )
@@ -126,6 +131,10 @@ def _unit(unit: str) -> str:
     return f" {unit}" if unit else ""
 
 
+# A verdict's outcome.
+PASSED, FAILED, NOT_JUDGED = "passed", "failed", "not judged"
+
+
 @dataclass(frozen=True)
 class Verdict:
     run: str                      # the run judged (NEW, for a relative limit)
@@ -138,10 +147,15 @@ class Verdict:
     failed: bool
     message: str
     invalid: str = ""             # what a validity warning says of a step judged (summary.csv `valid`)
+    judged: bool = True           # False: the check could not be made (neither passed nor failed)
 
     @property
     def name(self) -> str:
         return f"{self.step} {self.limit.name}"
+
+    @property
+    def outcome(self) -> str:
+        return FAILED if self.failed else PASSED if self.judged else NOT_JUDGED
 
 
 # --- the options ---------------------------------------------------------------------------------
@@ -289,8 +303,10 @@ def _ms(value: float | None) -> str:
     return "∞" if value is None else f"{value:.4g}"
 
 
-def _noise(limit: Limit, base: _Step, new: _Step, moved: float) -> tuple[bool | None, str]:
-    """Whether a move of `moved` is outside the noise (None: no estimate), and how the message says so."""
+def _noise(limit: Limit, base: _Step, new: _Step, moved: float) -> tuple[bool | None, str, bool]:
+    """Whether a move of `moved` is outside the noise (None: no estimate), how the message says
+    so, and whether the noise test could be made: a percentile's intervals must be closed on the
+    side the move would leave the other's (too few transactions open them there)."""
     p = PERCENTILE_FIGURES.get(limit.figure)
     if p is not None and base.pooled is not None and new.pooled is not None:
         (a_lo, a_hi), (b_lo, b_hi) = percentile_interval(base.pooled.response, p), \
@@ -299,11 +315,12 @@ def _noise(limit: Limit, base: _Step, new: _Step, moved: float) -> tuple[bool | 
                 (a_lo is not None and b_hi is not None and b_hi < a_lo)
         where = (f"95 % order-statistic intervals {_ms(a_lo)}–{_ms(a_hi)} and {_ms(b_lo)}–{_ms(b_hi)} ms "
                  + ("do not overlap" if apart else "overlap"))
-        return apart, where
+        sides = (b_lo, a_hi) if moved >= 0 else (a_lo, b_hi)
+        return apart, where, apart or None not in sides
     half = difference_half_width(base.values(limit.figure), new.values(limit.figure))
     if half is None:
-        return None, "one iteration: no noise estimate"
-    return abs(moved) > half, f"noise ±{half:.3g} by Student's t over the iterations"
+        return None, "one iteration: no noise estimate", True
+    return abs(moved) > half, f"noise ±{half:.3g} by Student's t over the iterations", True
 
 
 def unmeasured(limit: Limit, parts: dict[str, StepHistograms | None]) -> str:
@@ -320,24 +337,36 @@ def unmeasured(limit: Limit, parts: dict[str, StepHistograms | None]) -> str:
 def _judge_relative(limit: Limit, run: str, step: str, base: _Step, new: _Step | None) -> Verdict:
     why = unmeasured(limit, {"the base run": base.pooled, "the new run": None if new is None else new.pooled})
     if why:
-        return Verdict(run, step, limit, None, None, None, None, False, f"{run}: {step}: {why}; not judged")
+        return Verdict(run, step, limit, None, None, None, None, False, f"{run}: {step}: {why}; not judged",
+                       judged=False)
     a = base.figure(limit.figure)
     b = None if new is None else new.figure(limit.figure)
     if b is None:
         return Verdict(run, step, limit, a, None, None, None, True,
                        f"{run}: {step}: no {limit.label} in the new run (the step is missing or has no transaction)")
-    if a is None:
-        return Verdict(run, step, limit, None, b, None, None, False,
-                       f"{run}: {step}: no {limit.label} in the base run; nothing to compare")
-    change = (b - a) / a * 100 if a else 0.0
+    if a is None or a == 0:
+        why = f"no {limit.label} in the base run" if a is None else f"the base run's {limit.label} is 0"
+        return Verdict(run, step, limit, a, b, None, None, False,
+                       f"{run}: {step}: {why} (no successful transaction), so no change can be reckoned from it "
+                       f"({_figure(a)} → {_figure(b)}): not judged", judged=False)
+    change = (b - a) / a * 100
     beyond = change * limit.worse > limit.value
-    significant, noise = _noise(limit, base, new, b - a)
+    significant, noise, testable = _noise(limit, base, new, b - a)
+    if beyond and not testable:
+        return Verdict(run, step, limit, a, b, change, None, False,
+                       f"{run}: {step}: {limit.label} {'rose' if change >= 0 else 'fell'} {abs(change):.1f} % "
+                       f"({a:.4g} → {b:.4g}; limit {limit.value:g} %; {noise}: too few transactions to tell the "
+                       "move from noise: not judged)", judged=False)
     failed = beyond and significant is not False
     verdict = ("outside the noise" if significant else "inside the noise: not a failure" if significant is False
                else "the limit alone decides") if beyond else ""
     text = (f"{run}: {step}: {limit.label} {'rose' if change >= 0 else 'fell'} {abs(change):.1f} % "
             f"({a:.4g} → {b:.4g}; limit {limit.value:g} %; {noise}" + (f": {verdict}" if verdict else "") + ")")
     return Verdict(run, step, limit, a, b, change, significant, failed, text)
+
+
+def _figure(value: float | None) -> str:
+    return "–" if value is None else f"{value:.4g}"
 
 
 def step_name(row: dict) -> str:
@@ -395,7 +424,7 @@ def hold(data: Figures, limits: list[Limit]) -> list[Verdict]:
             why = unmeasured(limit, {"the step": data.histograms.get(tuple(r[k] for k in KEYS))})
             if why:
                 verdicts.append(_noted(Verdict(r["run"], name, limit, None, None, None, None, False,
-                                               f"{r['run']}: {name}: {why}; not judged"),
+                                               f"{r['run']}: {name}: {why}; not judged", judged=False),
                                        invalid_steps({"the step": pl.DataFrame([r])})))
                 continue
             if value is None:
@@ -447,8 +476,23 @@ def judge(data: Figures, runs: list[str], limits: list[Limit]) -> list[Verdict]:
 # --- the outputs -----------------------------------------------------------------------------------
 
 def headline(verdicts: list[Verdict]) -> str:
-    failed = sum(v.failed for v in verdicts)
-    return (f"gate {'failed' if failed else 'passed'}: {failed} of {len(verdicts)} check(s) broke a limit")
+    """`gate failed|not judged|passed: <failed> of <n> check(s) broke a limit, <k> not judged, <m> passed`."""
+    counts = {o: sum(v.outcome == o for v in verdicts) for o in (FAILED, NOT_JUDGED, PASSED)}
+    status = FAILED if counts[FAILED] else NOT_JUDGED if counts[NOT_JUDGED] else PASSED
+    return (f"gate {status}: {counts[FAILED]} of {len(verdicts)} check(s) broke a limit, "
+            f"{counts[NOT_JUDGED]} not judged, {counts[PASSED]} passed")
+
+
+# `esbperf report` and `compare` exit with these: a broken limit outweighs a check not judged.
+EXIT_FAILED, EXIT_NOT_JUDGED = 1, 3
+
+
+def exit_code(verdicts: list[Verdict]) -> int:
+    """0: every check passed; EXIT_FAILED: a step broke a limit; EXIT_NOT_JUDGED: none broke one,
+    but a check could not be made (a gate that judged nothing must not pass)."""
+    if any(v.failed for v in verdicts):
+        return EXIT_FAILED
+    return EXIT_NOT_JUDGED if any(not v.judged for v in verdicts) else 0
 
 
 def noise_tests(limits: list[Limit]) -> list[str]:
@@ -477,15 +521,17 @@ def write_junit(verdicts: list[Verdict], path: Path, suite: str) -> None:
     """JUnit XML, one test case per step and limit (class: the run judged), so CI systems list
     the gate as tests; the suite's properties name the noise tests."""
     failures = sum(v.failed for v in verdicts)
+    errors = sum(v.outcome == NOT_JUDGED for v in verdicts)
     lines = ['<?xml version="1.0" encoding="UTF-8"?>',
-             f'<testsuite name={quoteattr(suite)} tests="{len(verdicts)}" failures="{failures}" errors="0">']
+             f'<testsuite name={quoteattr(suite)} tests="{len(verdicts)}" failures="{failures}" errors="{errors}">']
     tests = noise_tests([v.limit for v in verdicts])
     if tests:
         lines.append("  <properties>")
         lines += [f'    <property name="noise test" value={quoteattr(t)}/>' for t in tests]
         lines.append("  </properties>")
     for v in verdicts:
-        body = (f"<failure message={quoteattr(v.message)}>{escape(v.message)}</failure>" if v.failed
+        body = (f"<failure message={quoteattr(v.message)}>{escape(v.message)}</failure>" if v.failed else
+                f"<error message={quoteattr(v.message)}>{escape(v.message)}</error>" if not v.judged
                 else f"<system-out>{escape(v.message)}</system-out>")
         lines += [f'  <testcase classname={quoteattr(v.run)} name={quoteattr(v.name)}>', f'    {body}',
                   '  </testcase>']
@@ -501,7 +547,7 @@ def _value(v: Verdict) -> str:
     unit = _unit(v.limit.option.unit) if v.limit.absolute else ""
     if v.limit.absolute:
         return "–" if v.new is None else f"{v.new:,.4g}{unit}"
-    if v.base is None or v.new is None:
+    if v.base is None or v.new is None or v.change_percent is None:     # no percentage of a 0 base
         return f"{'–' if v.base is None else f'{v.base:,.4g}'} → {'–' if v.new is None else f'{v.new:,.4g}'}"
     return f"{v.base:,.4g} → {v.new:,.4g} ({v.change_percent:+.1f} %)"
 
@@ -509,7 +555,7 @@ def _value(v: Verdict) -> str:
 def _outcome(v: Verdict) -> str:
     noise = ("" if v.significant is None or v.limit.absolute else
              " (outside the noise)" if v.significant else " (inside the noise)")
-    return ("**FAIL**" if v.failed else "pass") + noise
+    return ("**FAIL**" if v.failed else "pass" if v.judged else "**NOT JUDGED**") + noise
 
 
 def markdown(verdicts: list[Verdict], what: str) -> str:
@@ -525,11 +571,11 @@ def markdown(verdicts: list[Verdict], what: str) -> str:
                                                              _outcome(v))) + " |")
         return out
 
-    failed = [v for v in verdicts if v.failed]
-    passed = [v for v in verdicts if not v.failed]
+    shown = [v for v in verdicts if v.outcome != PASSED]     # failed and not judged: in view
+    passed = [v for v in verdicts if v.outcome == PASSED]
     lines = [f"**esbperf {headline(verdicts)}** ({what})", ""]
-    if failed:
-        lines += table(failed) + [""]
+    if shown:
+        lines += table(shown) + [""]
     if passed:
         lines += ["<details><summary>" + f"{len(passed)} check(s) passed" + "</summary>", ""] + table(passed) + \
                  ["", "</details>", ""]

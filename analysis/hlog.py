@@ -3,10 +3,11 @@ its Python package `hdrh` and the tools around wrk2, k6 and Gatling read.
 
 Per step (and Grinder test), one file per distribution: `-response.hlog` (the successful
 transactions' `Response us`, or `Test time` x 1000 in logs without it) and, in the open model,
-`-latency.hlog` (`Latency us`, from the due start). Each holds one interval histogram per second
-of the measurement window [warmup_end_ms, end_ms), the rows bucketed by their start time; the
-last interval is shorter when the window is not whole seconds, and a second without a
-transaction is an empty histogram. There is no line for the whole window: HdrHistogram's tools
+`-latency.hlog` (`Latency us`, from the due start, of every request due in the window: failed
+ones, and those never started at end - due, as summary.csv counts them). Each holds one interval
+histogram per second of the measurement window [warmup_end_ms, end_ms), the rows bucketed by
+their start time (in the open model, their due start); the last interval is shorter when the
+window is not whole seconds, and a second without a transaction is an empty histogram. There is no line for the whole window: HdrHistogram's tools
 add a log's intervals up (HistogramLogProcessor's percentile distribution is their sum), so such
 a line would count every transaction twice.
 
@@ -46,8 +47,8 @@ if TYPE_CHECKING:
 FOLDER = "hlog"
 INTERVAL_MS = 1000
 KINDS = {"response": "successful transactions' response time",
-         "latency": "successful transactions' latency from the due start (open model, corrected for "
-                    "coordinated omission)"}
+         "latency": "latency from the due start of every request due in the window, failed or never started "
+                    "included (open model, corrected for coordinated omission)"}
 
 # HdrHistogram's settings that give esbperf's layout: 3 significant digits make 2^ceil(log2(2 x 10^3))
 # = 2048 sub-buckets, histogram.py's EXACT_BELOW; half of them per power of two above.
@@ -237,7 +238,8 @@ def write_step_hlogs(run: "Run", step: "Step", tests: Mapping[int | None, bool],
             for test, open_model in tests.items() for kind in KINDS if kind == "response" or open_model]
     # The rows as log_stats reads and judges them (datalog.interval_counts): the one place this module
     # reaches into the data logs, so the .hlog files count exactly the transactions summary.csv counts.
-    counted = {kind: datalog.interval_counts(data_logs(step.dir), start_ms, end_ms, INTERVAL_MS, value)
+    counted = {kind: datalog.interval_counts(data_logs(step.dir), start_ms, end_ms, INTERVAL_MS, value,
+                                             datalog.step_process_rate(step.meta))
                for kind, value in (("response", "response_us" if rt_source == "us" else "time"),
                                    ("latency", "latency_us")) if any(log.kind == kind for log in logs)}
     nothing = (pl.DataFrame(schema={"interval": pl.Int64, "lo": pl.Int64, "n": pl.Int64}),

@@ -195,14 +195,16 @@ def _test_cells(r: dict, per_test: bool) -> list[str]:
 
 
 def _xcheck_cells(r: dict) -> list[str]:
-    """wrk's figures beside the step's (step.json `xcheck`), or why wrk did not run."""
+    """wrk's figures beside the step's (step.json `xcheck`), or why wrk did not run, or that its
+    run is void (wrk had errors: their figures are not wrk's measure of the target)."""
+    void = f"void: wrk had {r['xcheck_errors']} error(s)" if r["xcheck_errors"] else ""
     if r["xcheck_tps"] is None:
-        reason = f"skipped: {r['xcheck_skipped']}" if r["xcheck_skipped"] else "–"
+        reason = void or (f"skipped: {r['xcheck_skipped']}" if r["xcheck_skipped"] else "–")
         return [escape(reason), "–", "–", "–"]
     wrk = " / ".join(fmt(r[f"xcheck_{k}_ms"], 3) for k in ("mean", "p50", "p99"))
     diff = r["xcheck_mean_diff_ms"]
-    return [_averaged(r, "xcheck_tps"), fmt(r["xcheck_tps_ratio"], 2), wrk,
-            "–" if diff is None else f"{diff:+.3f}"]
+    return [_averaged(r, "xcheck_tps") + (f" ({escape(void)} in other iterations)" if void else ""),
+            fmt(r["xcheck_tps_ratio"], 2), wrk, "–" if diff is None else f"{diff:+.3f}"]
 
 
 XCHECK_HEADERS = ["wrk TPS", "TPS ÷ wrk", "wrk mean / p50 / p99 ms", "mean − wrk ms"]
@@ -259,7 +261,8 @@ def _scenario_table(analysis: "Analysis", runs: list[Run], scenario: str) -> str
     if not agg.height:
         return ""
     per_test = graphs.several_tests(agg)
-    crosschecked = agg["xcheck_tps"].is_not_null().any() or (agg["xcheck_skipped"] != "").any()
+    crosschecked = (agg["xcheck_tps"].is_not_null().any() or (agg["xcheck_skipped"] != "").any()
+                    or agg["xcheck_errors"].is_not_null().any())
     headers = ["series", *(["test"] if per_test else []), "payload", "users", "iterations", "threads seen", "TPS",
                "mean RT ms", "p50", "p90", "p99", "p99.9", "errors %", "failed: mean ms", "failed: p99 ms",
                *(XCHECK_HEADERS if crosschecked else []), "ESB host CPU %", "ESB JVM CPU % of a core",
@@ -292,7 +295,7 @@ def _open_table(analysis: "Analysis", runs: list[Run], scenario: str) -> str:
     headers = ["series", *(["test"] if per_test else []), "payload", "offered /s", "threads", "iterations",
                "started /s", "TPS", "latency p50 ms",
                "latency p99 ms", "latency p99.9 ms", "service p50 ms", "service p99 ms", "late starts %",
-               "max lag ms", "errors %", "marks"]
+               "never started", "max lag ms", "errors %", "marks"]
     rows, classes = [], []
     for r in agg.iter_rows(named=True):
         rows.append([escape(analysis.labels[(r["run"], r["target"])]), *_test_cells(r, per_test),
@@ -300,11 +303,15 @@ def _open_table(analysis: "Analysis", runs: list[Run], scenario: str) -> str:
                      fmt(r["users"]), fmt(r["iterations"]), _averaged(r, "start_rate"), _averaged(r, "tps"),
                      *(_percentile(analysis, r, "lat", p) for p in ("p50", "p99", "p99_9")),
                      *(_percentile(analysis, r, "rt", p) for p in ("p50", "p99")),
-                     _spread(r, "late_start_percent", 2), _spread(r, "max_lag_ms", 1), _spread(r, "error_percent", 2),
+                     _spread(r, "late_start_percent", 2), _averaged(r, "never_started"), _spread(r, "max_lag_ms", 1),
+                     _spread(r, "error_percent", 2),
                      escape("; ".join(_marks(r))) or "no"])
         classes.append(_row_class(r, r["bottleneck"] or r["behind_schedule"]))
     return ("<p class=\"muted\">Open model: requests due at a fixed rate. Latency counts from each request's "
-            "due start (corrected for coordinated omission); the service time from its actual start.</p>"
+            "due start (corrected for coordinated omission), of every request due in the window: failed ones, and "
+            "those never started (counted with the wait they had reached at the window's end); the service time "
+            "from its actual start, of the successful ones. Late starts: the share of the requests due that "
+            "started late or never.</p>"
             f"<p>{OPEN_NOT_CROSSCHECKED}</p>"
             + _spread_note(agg) + table(headers, rows, 3 if per_test else 2, classes, text_last=True)
             + _not_measured_note())

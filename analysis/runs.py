@@ -121,12 +121,6 @@ class Run:
         return roles.ordered(names)
 
     @property
-    def console_sample_interval_ms(self) -> float:
-        """The console's sample interval (run.json; 1000 ms, Grinder's default, when absent)."""
-        value = self.info.get("console_sample_interval_ms")
-        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 1000.0
-
-    @property
     def testbed(self) -> str:
         testbed = self.info.get("testbed")
         return str(testbed.get("name") if isinstance(testbed, dict) else testbed or "")

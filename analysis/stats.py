@@ -23,7 +23,8 @@ from esbperf.core import steady
 from esbperf.core.plan import parse_size
 from esbperf.core.roles import BACKENDS, CLIENT, ESB as ESB_ROLE, FIXED as FIXED_ROLES, is_load
 from esbperf.core.scenarios import contract
-from esbperf.results.datalog import START_RESOLUTION_MS, LogStats, RowStats, log_stats
+from esbperf.results.datalog import (START_RESOLUTION_MS, LogStats, RowStats, log_stats, step_process_rate,
+                                     step_report_interval_ms)
 from esbperf.results.histogram import Histogram, nearest_rank
 from esbperf.results.layout import data_logs, gc_file, monitor_file
 
@@ -33,19 +34,22 @@ LATENCY_PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p99_9": 99.9}
 # What identifies a step's test across iterations (summary.csv adds `iteration`).
 KEYS = ["run", "scenario", "target", "payload_bytes", "payload_label", "users", "model", "rate", "test"]
 
-# The open model: a pool keeps its schedule unless its start rate falls short of the offered
-# rate by more than SCHEDULE_SHORTFALL, or its start lag grows over the window (mean lag of the
-# last fifth minus that of the first fifth) by more than LAG_GROWTH_SHARE of the window: a
-# backlog growing at that share of the rate.
+# The open model: a pool keeps its schedule unless the requests it started by the window's end
+# fall short of those due in the window by more than SCHEDULE_SHORTFALL, or its start lag grows
+# over the window (mean lag of the last fifth minus that of the first fifth) by more than
+# LAG_GROWTH_SHARE of the window: a backlog growing at that share of the rate.
 SCHEDULE_SHORTFALL = 0.05
 LAG_GROWTH_SHARE = 0.02
 # Little's law in a closed-model step: users = (starts / window) x (mean time per transaction
 # + time outside the clock + think time), within this share.
 LITTLE_TOLERANCE = 0.10
-# Data logs against the console's count: a share of the count, plus the window's edges.
+# Data logs against the console's count: the count must lie in the range the logs allow
+# (datalog.console_band), give or take this share of it (at least CONSOLE_MIN_SLACK rows).
 CONSOLE_TOLERANCE = 0.10
-# A step shorter than this many console sample intervals gives the console too few samples.
-MIN_SAMPLES_PER_STEP = 10
+CONSOLE_MIN_SLACK = 10
+# A host's clock may move this far between the run's check and a step's monitor pull: the run
+# refuses a clock off by more (`esbperf run --max-skew-ms`, 100 ms by default).
+CLOCK_SKEW_CHANGE_MS = 100
 # The wrk cross-check of a closed-model step (step.json `xcheck`): esbperf's TPS must reach this
 # share of wrk's, and its mean response time be within the larger of this share of wrk's mean
 # and this floor (wrk reports whole µs; sub-0.1 ms means differ by the clients' own costs).
@@ -227,30 +231,53 @@ def little_disagrees(row: dict) -> bool:
 
 
 def behind_schedule(row: dict) -> bool:
-    """An open-model step whose pool could not keep the schedule (see SCHEDULE_SHORTFALL). The
-    offered rate is of the script's runs: a test's own start rate is held against it only in a
-    step of one test."""
+    """An open-model step whose pool could not keep the schedule (see SCHEDULE_SHORTFALL): the
+    requests it started by the window's end against those due in it, which Poisson arrivals make
+    a number of chance, not the offered rate times the window. Tickets belong to a script's runs,
+    not to a test: in a step of several tests the requests due are not known (`due_requests`
+    empty), and only the lag's growth is judged."""
     if row["model"] != "open":
         return False
-    short = row["step_tests"] == 1 and row["start_rate"] < (1 - SCHEDULE_SHORTFALL) * row["rate"]
+    due, on_time = row["due_requests"], row["starts"] - (row["started_after_end"] or 0)
+    short = bool(due) and on_time < (1 - SCHEDULE_SHORTFALL) * due
     growing = row["lag_growth_ms"] is not None and row["lag_growth_ms"] / 1000 > LAG_GROWTH_SHARE * row["window_s"]
     return short or growing
 
 
-def console_allowance(row: dict, sample_interval_ms: float) -> float:
-    """How far the data logs' count may be from the console's: CONSOLE_TOLERANCE of the count
-    (at least 10), plus at each edge of the window one console sample interval of transactions
-    at the step's rate and the transactions in flight (at most one per thread: `users`)."""
+def console_check(row: dict) -> str:
+    """The data logs against the console's count (`console_tests` + `console_errors`): "agrees",
+    "disagrees" (outside the range the logs allow, `console_min`–`console_max`, by more than
+    CONSOLE_TOLERANCE of the count), "not checked" (a window too short to judge: fewer rows ended
+    surely inside it than within a report interval of its edges, where a missing log would hide),
+    or "" (no console count)."""
+    if row["console_tests"] is None or row["console_min"] is None:
+        return ""
+    low, high = row["console_min"], row["console_max"]
+    if high - low > low:
+        return "not checked"
     console = row["console_tests"] + (row["console_errors"] or 0)
-    rate = max(row["starts"], console) / row["window_s"]
-    return max(10.0, CONSOLE_TOLERANCE * console) + 2 * (rate * sample_interval_ms / 1000 + row["users"])
+    slack = max(CONSOLE_MIN_SLACK, CONSOLE_TOLERANCE * console)
+    return "disagrees" if console < low - slack or console > high + slack else "agrees"
 
 
-def console_disagrees(row: dict, sample_interval_ms: float) -> bool:
-    if row["console_tests"] is None:
-        return False
-    console = row["console_tests"] + (row["console_errors"] or 0)
-    return abs(row["starts"] - console) > console_allowance(row, sample_interval_ms)
+def clock_skew_change(run: Run, step: Step) -> tuple[str, float | None]:
+    """The host whose clock moved most between the run's check (run.json `clock_skew`, and each
+    resume's `clock_skew_resumed`: the nearest of them) and the step's monitor pull (step.json
+    `monitors.<role>.clock_skew_ms`), and by how much (ms, signed); ("", None) when no host's
+    clock was read both times."""
+    checks = [run.info.get("clock_skew"), *(run.info.get("clock_skew_resumed") or [])]
+    found: tuple[str, float | None] = ("", None)
+    monitors = step.meta.get("monitors")
+    for role, pulled in (monitors.items() if isinstance(monitors, dict) else ()):
+        skew = pulled.get("clock_skew_ms") if isinstance(pulled, dict) else None
+        before = [h.get("skew_ms") for c in checks if isinstance(c, dict) and isinstance(c.get("hosts"), dict)
+                  for h in [c["hosts"].get(role)] if isinstance(h, dict)]
+        before = [b for b in before if isinstance(b, (int, float))]
+        if isinstance(skew, (int, float)) and before:
+            change = min((skew - b for b in before), key=abs)
+            if found[1] is None or abs(change) > abs(found[1]):
+                found = (role, float(change))
+    return found
 
 
 def network_faults(step: Step) -> str:
@@ -323,13 +350,19 @@ def xcheck_fails(tps_ratio: float | None, mean_diff_ms: float | None, wrk_mean_m
 
 def xcheck_columns(step: Step, tps: float, rt_mean_ms: float | None) -> dict[str, Any]:
     """The wrk cross-check's columns of a step: wrk's figures, esbperf's against them, the verdict,
-    or the reason it was skipped; empty when the run was not asked for one."""
-    row: dict[str, Any] = {**dict.fromkeys(XCHECK_COLUMNS), "xcheck_skipped": "", "xcheck_failed": None}
+    or the reason it was skipped; empty when the run was not asked for one. A cross-check whose
+    wrk run had errors (non-2xx answers, which wrk counts as requests, and socket errors) is void:
+    its errors are said (`xcheck_errors`), its figures left empty, and it has no verdict."""
+    row: dict[str, Any] = {**dict.fromkeys(XCHECK_COLUMNS), "xcheck_errors": None, "xcheck_skipped": "",
+                           "xcheck_failed": None}
     x = step.xcheck
     if x is None:
         return row
     if "skipped" in x:
         row["xcheck_skipped"] = x["skipped"]
+        return row
+    row["xcheck_errors"] = int(x.get("errors") or 0)
+    if row["xcheck_errors"]:
         return row
     row.update({f"xcheck_{name}": None if x.get(name) is None else float(x[name])
                 for name in ("tps", "mean_ms", "p50_ms", "p99_ms")})
@@ -358,6 +391,7 @@ def step_rows(run: Run, step: Step, logs: LogStats, hosts: dict[str, HostStats],
                **_test_columns(run, step, part, shared["head"]["window_s"])}
         row.update(shared["tail"])
         row["console_tests"], row["console_errors"] = console_tests, console_errors
+        row["console_check"] = console_check(row)
         row["behind_schedule"] = behind_schedule(row)
         low = little(row)[0]
         row["little_users"] = None if low is None else low * row["users"]
@@ -464,11 +498,13 @@ def _test_columns(run: Run, step: Step, part: RowStats, window_s: float) -> dict
         "transactions": part.transactions, "errors": part.errors, "starts": starts,
         "error_percent": 100.0 * part.errors / starts if starts else None,
         "error_statuses": ";".join(f"{s}:{n}" for s, n in sorted(part.error_statuses.items())),
+        "failed_no_answer": part.no_answer,
         "tps": part.transactions / window_s,
         "start_rate": starts / window_s,
         **distribution_figures(StepHistograms.of(part)),
+        "due_requests": part.due, "never_started": part.never_started, "started_after_end": part.started_after_end,
         "late_starts": part.late_starts,
-        "late_start_percent": 100.0 * part.late_starts / starts if part.late_starts is not None and starts else None,
+        "late_start_percent": late_start_percent(part.late_starts, part.never_started, part.due or starts),
         "max_lag_ms": None if part.max_lag_us is None else part.max_lag_us / 1000.0,
         "lag_growth_ms": (None if part.lag_first_us is None or part.lag_last_us is None
                           else (part.lag_last_us - part.lag_first_us) / 1000.0),
@@ -478,7 +514,14 @@ def _test_columns(run: Run, step: Step, part: RowStats, window_s: float) -> dict
         "outside_clock_us": outside_clock_us(run, m["payload_bytes"]),
         "think_us": 1000.0 * think_ms if isinstance(think_ms, (int, float)) and not isinstance(think_ms, bool) else 0.0,
         "warmup_rows": part.warmup_rows, "late_rows": part.late_rows,
+        "console_min": part.console_min, "console_max": part.console_max,
     }
+
+
+def late_start_percent(late_starts: int | None, never_started: int | None, due: int) -> float | None:
+    """The open model's share of the requests due that started late (by more than the workers'
+    late-start threshold) or never."""
+    return None if late_starts is None or not due else 100.0 * (late_starts + (never_started or 0)) / due
 
 
 def _step_columns(run: Run, step: Step, logs: LogStats, hosts: dict[str, HostStats],
@@ -494,7 +537,10 @@ def _step_columns(run: Run, step: Step, logs: LogStats, hosts: dict[str, HostSta
         "processes": m.get("processes"), "threads": m.get("threads"), "iteration": m["iteration"],
         "window_s": window_s, "rt_source": logs.rt_source,
     }
+    skew_role, skew_change = clock_skew_change(run, step)
     tail = {
+        "report_interval_ms": step_report_interval_ms(step.meta),
+        "clock_skew_change_ms": skew_change, "clock_skew_change_role": skew_role,
         "threads_seen": logs.threads,
         "threads_by_file": ";".join(f"{f}:{n}" for f, n in sorted(logs.threads_by_file.items())),
         "log_files": logs.files, "malformed_lines": logs.malformed_lines,
@@ -526,7 +572,8 @@ def _step_columns(run: Run, step: Step, logs: LogStats, hosts: dict[str, HostSta
 def analyse_step(run: Run, step: Step, roles: Iterable[str] | None = None) -> list[tuple[dict, StepHistograms]]:
     """Each summary.csv row of the step (one per test) with the distributions behind it."""
     roles = list(roles or run.roles)
-    logs = log_stats(data_logs(step.dir), step.meta["warmup_end_ms"], step.meta["end_ms"])
+    logs = log_stats(data_logs(step.dir), step.meta["warmup_end_ms"], step.meta["end_ms"],
+                     step_process_rate(step.meta), step_report_interval_ms(step.meta))
     hosts = {role: host_stats(monitor_file(step.dir, role), role, step.link_mbit(role),
                               step.meta["warmup_end_ms"], step.interface(role), step.meta["end_ms"])
              for role in roles if monitor_file(step.dir, role).exists()}
@@ -604,8 +651,8 @@ def replicated(roles: Iterable[str] = ROLES) -> list[str]:
     """Figures of a step's iterations as replicates: their mean, 95 % CI (`<figure>_ci95`) and
     range (`<figure>_iter_min`, `<figure>_iter_max`). The cross-check's ratio and difference are
     those of each iteration (esbperf and wrk ran back to back), averaged: a paired comparison."""
-    return (["tps", "start_rate", "transactions", "errors", "request_bytes_per_s", "response_bytes_per_s",
-             "threads_seen", "little_ratio"]
+    return (["tps", "start_rate", "transactions", "errors", "never_started", "request_bytes_per_s",
+             "response_bytes_per_s", "threads_seen", "little_ratio"]
             + [f"{r}_{m}" for r in roles for m in ("cpu_mean", "cpu_max", "proc_cpu_mean", "proc_cpu_max",
                                                    "rx_mbit", "tx_mbit", "link_percent")]
             + (["esb_neighbours_cpu_mean", "esb_neighbours_cpu_max"] if ESB_ROLE in roles else [])
@@ -624,9 +671,12 @@ POOLED = (["error_percent", "late_start_percent", "max_lag_ms"]
 def _pooled_counts(group: pl.DataFrame) -> dict[str, Any]:
     starts, errors = group["starts"].sum(), group["errors"].sum()
     late = _numbers(group["late_starts"].to_list())
+    never = _numbers(group["never_started"].to_list())
+    due = _numbers(group["due_requests"].to_list())
     lags = _numbers(group["max_lag_ms"].to_list())
     return {"error_percent": 100.0 * errors / starts if starts else None,
-            "late_start_percent": 100.0 * sum(late) / starts if late and starts else None,
+            "late_start_percent": late_start_percent(sum(late) if late else None, sum(never),
+                                                     sum(due) if len(due) == group.height else starts),
             "max_lag_ms": max(lags) if lags else None}
 
 
@@ -661,6 +711,8 @@ def aggregate(summary: pl.DataFrame, histograms: dict[tuple, StepHistograms],
         row["xcheck_skipped"] = ";".join(sorted(set(group["xcheck_skipped"]) - {""}))
         verdicts = [v for v in group["xcheck_failed"].to_list() if v is not None]
         row["xcheck_failed"] = any(verdicts) if verdicts else None
+        xcheck_errors = _numbers(group["xcheck_errors"].to_list())
+        row["xcheck_errors"] = sum(xcheck_errors) if xcheck_errors else None
         row["stall_share"] = stalls.share_in_bands(pooled[tuple(keys)].response)[0]
         row["delayed_ack_stall"] = bool(group["delayed_ack_stall"].any())
         rows.append(row)

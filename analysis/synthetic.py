@@ -51,7 +51,7 @@ def write_run(run_dir: Path, target: str, plan_name: str = "thesis", plan: dict 
               testbed: str = "emulated", finished: bool = True, link_mbit: float = 1000,
               shared_cpus: bool = False, **more) -> Path:
     """run.json in the runner's shape (esbperf/run/runner.py); `more` adds fields (calibration,
-    console_sample_interval_ms, …)."""
+    clock_skew, …)."""
     return write_json(run_dir / "run.json", {
         **more,
         "plan": plan if plan is not None else plan_dict(plan_name),

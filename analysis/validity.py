@@ -5,12 +5,12 @@ import polars as pl
 
 from esbperf.core import steady
 from esbperf.core.roles import BACKENDS, CLIENT, ESB, is_load
-from esbperf.results.datalog import LATE_START_US
+from esbperf.results.datalog import LATE_START_US, REPORT_MARGIN_MS
 from esbperf.analysis import bottleneck
 from esbperf.analysis.runs import BASELINE_TARGET, Run
-from esbperf.analysis.stats import (CONSOLE_TOLERANCE, LAG_GROWTH_SHARE, LITTLE_TOLERANCE, MIN_SAMPLES_PER_STEP,
-                                    NEIGHBOURS_BUSY_PERCENT, ROLES, SCHEDULE_SHORTFALL, XCHECK_MEAN_FLOOR_MS, XCHECK_MEAN_SHARE,
-                                    XCHECK_MIN_TPS_RATIO, console_disagrees, little, little_disagrees,
+from esbperf.analysis.stats import (CLOCK_SKEW_CHANGE_MS, CONSOLE_TOLERANCE, LAG_GROWTH_SHARE, LITTLE_TOLERANCE,
+                                    NEIGHBOURS_BUSY_PERCENT, ROLES, SCHEDULE_SHORTFALL, XCHECK_MEAN_FLOOR_MS,
+                                    XCHECK_MEAN_SHARE, XCHECK_MIN_TPS_RATIO, little, little_disagrees,
                                     target_cpu_percent)
 
 LISTED = 8   # steps named per warning; the rest are counted
@@ -154,12 +154,21 @@ def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
                           "by up to a quarter); give the client cores of its own (`cpus: auto` on one machine) or "
                           f"a warmup_s of {2 * WORKER_JIT_S} or more",
                           lambda r: f"{under_load[(r['run'], r['step_dir'])]:.1f} s under load before the window"))
-    interval = {r.name: r.console_sample_interval_ms for r in runs}
-    short = [r for r in steps if r["window_s"] * 1000 < MIN_SAMPLES_PER_STEP * interval[r["run"]]]
-    if short:
-        out.append(_about("short-steps", short, "step", f"measured for less than {MIN_SAMPLES_PER_STEP} console "
-                          "sample intervals, so the console's own statistics hold few samples and their figures "
-                          "are coarse", lambda r: f"{r['window_s']:g} s, interval {interval[r['run']]:g} ms"))
+    unchecked = [r for r in rows if r["console_check"] == "not checked"]
+    if unchecked:
+        out.append(_about("console-not-checked", unchecked, "step", "too short for the console-count check: fewer of "
+                          "their transactions ended surely inside the window than within a worker's report interval "
+                          f"(+ {REPORT_MARGIN_MS} ms) of its edges, where a missing data log would hide; their data "
+                          "logs were not checked against the console's count",
+                          lambda r: f"{r['window_s']:g} s, report interval {r['report_interval_ms']} ms"))
+    moved = [r for r in steps if r["clock_skew_change_ms"] is not None
+             and abs(r["clock_skew_change_ms"]) > CLOCK_SKEW_CHANGE_MS]
+    if moved:
+        out.append(_about("clock-skew", moved, "step", f"during which a host's clock was more than "
+                          f"{CLOCK_SKEW_CHANGE_MS} ms off what the run measured before its first step (the step's "
+                          "monitor pull against run.json `clock_skew`): its samples, or its agents' rows, were cut "
+                          "by a clock that had moved, across the window's edges",
+                          lambda r: f"{r['clock_skew_change_role']} {r['clock_skew_change_ms']:+.0f} ms"))
     faulty = [r for r in steps if r["network_faults"]]
     if faulty:
         out.append(_about("network-faults", faulty, "step", "ran while a network fault was emulated on a link "
@@ -186,7 +195,8 @@ def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
     if failed:
         out.append(_about("errors", failed, "step", "had failed transactions (counted as errors, not in TPS; "
                           "response times and percentiles are those of the successful ones, so they can look better "
-                          "exactly when requests fail; marked with an orange x on the graphs)",
+                          "exactly when requests fail; an open-model step's latency counts them too; marked with an "
+                          "orange x on the graphs)",
                           lambda r: f"{r['errors']} errors, {r['error_percent']:.2f} %, failed mean "
                                     f"{_ms(r['failed_rt_mean_ms'])} p99 {_ms(r['failed_rt_p99_ms'])}, "
                                     f"status:count {r['error_statuses']}"))
@@ -209,12 +219,15 @@ def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
     behind = [r for r in rows if r["behind_schedule"]]
     if behind:
         out.append(_about("behind-schedule", behind, "open-model step", "whose thread pool could not keep the "
-                          f"schedule (starts short of the offered rate by more than {SCHEDULE_SHORTFALL:.0%}, or a "
-                          f"start lag growing by more than {LAG_GROWTH_SHARE:.0%} of the window): the load was not "
-                          "the one offered; the latency counts from each request's due start, so it shows the wait "
+                          f"schedule (the requests started by the window's end short of those due in it by more "
+                          f"than {SCHEDULE_SHORTFALL:.0%}, or a start lag growing by more than "
+                          f"{LAG_GROWTH_SHARE:.0%} of the window): the load was not the one offered; the latency "
+                          "counts from each request's due start, those never started included, so it shows the wait "
                           "(marked ▽ on the graphs). Give the step more threads, or take it as the rate that cannot "
                           "be served",
-                          lambda r: f"offered {r['rate']:g}/s, started {r['start_rate']:.1f}/s, "
+                          lambda r: f"offered {r['rate']:g}/s, due {_number(r['due_requests'])}, started "
+                                    f"{r['starts'] - (r['started_after_end'] or 0)} by the window's end "
+                                    f"({_number(r['never_started'])} never), "
                                     f"{_number(r['late_starts'])} starts late by > {LATE_START_US} µs, "
                                     f"max lag {_ms(r['max_lag_ms'])}, lag growth {_ms(r['lag_growth_ms'])}"))
     open_without = [r for r in rows if r["model"] == "open" and r["transactions"] and r["lat_p50_ms"] is None]
@@ -230,12 +243,15 @@ def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
                                    f"step(s): {_named(items)}", "malformed-data-lines",
                                    f"Malformed or cut-short data log lines skipped ({total} lines)", items,
                                    steps=_steps(broken)))
-    disagree = [r for r in rows if console_disagrees(r, interval[r["run"]])]
+    disagree = [r for r in rows if r["console_check"] == "disagrees"]
     if disagree:
         out.append(_about("console-count", disagree, "step", "whose data logs and the console's statistics "
-                          f"disagree by more than {CONSOLE_TOLERANCE:.0%} plus the window's edges (a worker's data "
-                          "log may be missing, e.g. of an agent on another machine)",
-                          lambda r: f"logs {r['starts']}, console {r['console_tests'] + (r['console_errors'] or 0)}"))
+                          f"disagree by more than {CONSOLE_TOLERANCE:.0%}: the console counted what the workers "
+                          "reported between its zeroing and its reading, which the logs' rows ending in the window "
+                          "(and within a report interval of its edges) do not account for (a worker's data log may "
+                          "be missing, e.g. of an agent on another machine)",
+                          lambda r: f"logs allow {r['console_min']}–{r['console_max']}, console "
+                                    f"{r['console_tests'] + (r['console_errors'] or 0)}"))
     crossed = [r for r in rows if r["xcheck_failed"]]
     if crossed:
         out.append(_about("wrk-cross-check", crossed, "closed-model step", "whose figures disagree with wrk's, "
@@ -247,6 +263,12 @@ def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
                                     f"{_fixed(r['xcheck_tps_ratio'], 2)}; mean {_ms(r['rt_mean_ms'])} "
                                     f"vs wrk {_ms(r['xcheck_mean_ms'])}, difference "
                                     f"{_ms(r['xcheck_mean_diff_ms'], '+.3f')}"))
+    void = [r for r in steps if r["xcheck_errors"]]
+    if void:
+        out.append(_about("wrk-void", void, "closed-model step", "whose wrk cross-check is void: wrk had errors "
+                          "(non-2xx answers, which it counts as requests, or socket errors), so its figures are not "
+                          "the target's; the step was not judged against them",
+                          lambda r: f"{r['xcheck_errors']} wrk error(s)"))
     stalled = [r for r in rows if r["delayed_ack_stall"]]
     if stalled:
         out.append(_about("delayed-ack-stall", stalled, "step", "whose response times pile up at a TCP delayed-ACK "

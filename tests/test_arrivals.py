@@ -1,6 +1,7 @@
 """Poisson arrivals in the open model (issue 27.3), through the real console, agents and echo:
 the gaps between due starts are exponential (their coefficient of variation near 1, where evenly
-spaced ones have near 0), the seed is drawn once and recorded, and the rate is the step's total."""
+spaced ones have near 0), the seed is drawn once and recorded, and the rate is the step's total;
+a pool that keeps up is never called behind its schedule, whatever the number its draw made due."""
 from __future__ import annotations
 
 import json
@@ -8,6 +9,7 @@ import statistics
 
 import pytest
 
+from esbperf.analysis.report import analyse
 from esbperf.core import plan as plans, topology
 from esbperf.results import layout
 from esbperf.run import runner
@@ -47,6 +49,22 @@ def test_poisson_arrivals_have_exponential_gaps_and_a_recorded_seed(grinder, ech
         else:
             assert "seed" not in recorded and "arrivals" not in recorded
     assert cv["uniform"] < 0.2 and 0.8 < cv["poisson"] < 1.2, cv
+
+
+def test_a_kept_up_poisson_step_is_not_behind_schedule(grinder, echoes, testbed_file, tmp_path):
+    """20 arrivals a second over 2-second windows: the number due in a window is Poisson(40), short
+    of 0.95 × 40 in about a third of the windows, which the old test (starts against the offered
+    rate) called behind schedule. Four threads keep up with it: every request due in the window
+    started, and no step is flagged."""
+    the_plan = plans.load(write_plan(tmp_path / "poisson.yaml", rates=[20], users=[4], duration_s=2, warmup_s=2,
+                                     iterations=3, arrivals="poisson", seed=11))
+    run_dir = runner.start(the_plan, "direct", topology.load(testbed_file), tmp_path / "results")
+    rows = analyse([run_dir]).summary.to_dicts()
+    assert len(rows) == 3
+    for row in rows:
+        assert row["never_started"] == 0 and row["due_requests"] == row["starts"] > 0, row
+        assert row["started_after_end"] <= 2 and row["errors"] == 0, row
+        assert not row["behind_schedule"], row
 
 
 def test_arrivals_apply_to_open_model_plans_and_a_seed_to_poisson_arrivals(tmp_path):

@@ -140,3 +140,27 @@ def test_a_plan_needing_more_worker_processes_than_agents_start_is_refused_by_a_
     assert line.startswith(f"esbperf: error: {path}: 100000000 users need 1000000 worker processes of 100 threads "
                            "on each of the 1 load host(s)"), line
     assert "at most 16 (agents/agent.yaml max_worker_processes)" in line
+
+
+def test_a_key_written_twice_is_refused_in_one_line_naming_it(tmp_path):
+    """PyYAML keeps the last of two equal keys without a word: a plan saying `duration_s: 4` and
+    further down `duration_s: 400` would run 400-second steps. A plan, a testbed file and the
+    console's settings all go through one loader, which refuses it."""
+    from esbperf.core import topology
+
+    plan = tmp_path / "twice.yaml"
+    plan.write_text("name: twice\nscenarios: [proxy]\npayloads: [1KB]\nusers: [1]\nduration_s: 4\n"
+                    "warmup_s: 2\nduration_s: 400\n")
+    with pytest.raises(EsbperfError) as e:
+        plans.load(plan)
+    assert str(e.value) == (f"{plan} line 7: not valid YAML (key 'duration_s' is written twice (first on line 5))")
+    testbed = tmp_path / "bed.yaml"
+    testbed.write_text("name: bed\nhosts:\n  client: {address: 127.0.0.1}\n  esb:\n    address: 127.0.0.1\n"
+                       "    address: 198.18.0.20\n")
+    with pytest.raises(EsbperfError, match=rf"^{testbed} line 6: not valid YAML \(key 'address' is written twice "
+                                           r"\(first on line 5\)\)$"):
+        topology.load(testbed)
+    # The same key in two mappings is no repeat: every host has its `address`.
+    testbed.write_text("name: bed\nhosts:\n  client: {address: 127.0.0.1}\n  esb: {address: 127.0.0.1}\n" + "".join(
+        f"  {ws}: {{address: 127.0.0.1, echo_port: {port}}}\n" for ws, port in (("ws1", 1), ("ws2", 2), ("ws3", 3))))
+    assert topology.load(testbed).hosts["ws3"].address == "127.0.0.1"

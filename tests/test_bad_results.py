@@ -61,6 +61,15 @@ def mutate(original: bytes, mutation) -> bytes:
     return bytes(text)
 
 
+def body_lines(data: bytes) -> int:
+    """The lines of a file after its header line: a last one without its newline counts (cut short);
+    a header cut short is one line, and a file without any, none."""
+    if b"\n" not in data:
+        return int(bool(data))
+    body = data[data.index(b"\n") + 1:]
+    return body.count(b"\n") + int(bool(body) and not body.endswith(b"\n"))
+
+
 def check_one_line(path: Path, load):
     """Load `path`; the only acceptable failure is one EsbperfError line that names the file."""
     try:
@@ -81,10 +90,12 @@ def test_data_logs_cut_short_or_garbled_load_or_fail_in_one_line(mutation):
     path.write_bytes(mutate(DATA_LOG, mutation))
     stats = check_one_line(path, lambda p: log_stats([p], WARMUP_END, END))
     if stats is not None:
-        lines = path.read_bytes().count(b"\n") + 1
-        assert 0 <= stats.transactions and 0 <= stats.errors and 0 <= stats.malformed_lines
-        assert stats.transactions + stats.errors + stats.warmup_rows + stats.late_rows <= lines
+        # Every line after the header is one row of one kind, or malformed: none lost, none twice.
+        assert stats.transactions + stats.errors + stats.warmup_rows + stats.late_rows + stats.malformed_lines == \
+            body_lines(path.read_bytes())
         assert stats.response.n == stats.transactions and stats.failed_response.n == stats.errors
+        # The open model's latency holds every request of the window (no process rate given: none unstarted).
+        assert stats.latency is None or stats.latency.n == stats.transactions + stats.errors
         assert stats.response.n == 0 or stats.response.min <= stats.response.percentile(99) <= stats.response.max
         # A garbled Test column makes more tests: each counted apart, together the step's rows.
         assert sum(t.transactions for t in stats.tests.values()) == stats.transactions
@@ -110,12 +121,15 @@ def test_the_native_parser_reads_a_garbled_log_as_polars_does(mutation):
 @FUZZ
 @given(mutation=mutations(len(MONITOR)))
 @example(mutation=(MONITOR.index(b"\n") + 1, []))     # the header alone (polars: "empty CSV")
+@example(mutation=(len(MONITOR), []))                 # untouched
 def test_monitor_files_cut_short_or_garbled_load_or_fail_in_one_line(mutation):
     path = SCRATCH / "monitor-esb.csv"
     path.write_bytes(mutate(MONITOR, mutation))
     stats = check_one_line(path, lambda p: host_stats(p, "esb", 1000, WARMUP_END))
     if stats is not None:
-        assert stats.malformed_lines >= 0
+        assert stats.malformed_lines <= body_lines(path.read_bytes())
+        if path.read_bytes() == MONITOR:                   # untouched: every line read, the figures as written
+            assert stats.malformed_lines == 0 and stats.cpu_mean == 50.0
         for figure in (stats.cpu_mean, stats.rx_mbit, stats.tx_mbit):
             assert figure is None or figure == figure      # never NaN
 
@@ -146,5 +160,7 @@ def test_a_whole_analysis_of_garbled_files_works_or_names_the_file(log, monitor)
         assert "\n" not in message and str(folder) in message, message
         return
     rows = analysis.summary.to_dicts()      # one per test: a garbled Test column may make several
-    assert rows and all(r["transactions"] >= 0 and r["step_tests"] == len(rows) for r in rows)
+    assert rows and all(r["step_tests"] == len(rows) for r in rows)
+    assert sum(r["transactions"] + r["errors"] + r["warmup_rows"] + r["late_rows"] for r in rows) + \
+        rows[0]["malformed_lines"] == body_lines((folder / "logs" / "client-0-data.log").read_bytes())
     assert isinstance(analysis.warnings, list)

@@ -90,3 +90,25 @@ def test_logs_come_home_once_the_agent_has_reaped_its_worker(tmp_path):
     finally:
         agent.kill()
         agent.wait()
+
+
+def test_logs_still_held_open_after_the_wait_are_a_step_problem_not_silence(tmp_path):
+    """A worker that still holds its logs open when the wait runs out: its logs come home all the
+    same (a step kept aside keeps them), and the step has a problem saying why, where the wait's
+    time-out used to pass unnoticed and its last rows went missing."""
+    relative, _, source = step_folders(tmp_path)
+    worker = subprocess.Popen([sys.executable, "-c", WORKER, str(source), "30"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        worker.stdin.write(HEADER + ROWS)
+        worker.stdin.close()
+        assert worker.stdout.readline().strip() == "on its way out"
+        home = tmp_path / "step" / "logs"
+        problems = collect.bring_home([collect.Worker("w0", "a1-0", "a1")], relative, home,
+                                      [collect.LocalAgents([tmp_path / "state"], wait_s=0.5)])
+    finally:
+        worker.kill()
+        worker.wait()
+    assert problems[0] == ("agent a1: its workers had not ended, or still held their logs open, 0.5 s after the "
+                           "step (their last rows may be missing)"), problems
+    assert (home / "a1-0-data.log").is_file() and not source.exists()

@@ -1,7 +1,8 @@
 """Numbers an independent client confirms (issue 22), through the real console, agents and echo
 services: `--cross-check wrk` measures every closed-model step again with wrk and records it in
 step.json (the analysis sets it beside esbperf's figures); a step wrk cannot send is said so; each
-target is warmed up before its first step, and run.json records it."""
+target is warmed up before its first step, and run.json records it; and on a real step whose
+back end sets the pace, esbperf's figures and wrk's agree."""
 from __future__ import annotations
 
 import json
@@ -10,9 +11,13 @@ import sys
 
 import pytest
 
+from conftest import ECHO_PORTS, HOST, write_testbed
+from esbperf.analysis.report import analyse
 from esbperf.core import plan as plans, topology
 from esbperf.run import runner
 from test_runner import write_plan
+
+SLOW_WS1_PORT = 16098   # a ws1 of this file's own, answering 20 ms late
 
 pytestmark = pytest.mark.slow
 
@@ -81,3 +86,31 @@ def test_a_plans_cross_check_iterations_choose_the_steps_wrk_measures(grinder, e
     summary = pl.read_csv(write_report([run_dir], tmp_path / "report") / "summary.csv").sort("iteration")
     assert summary["xcheck_tps"][0] == pytest.approx(first["xcheck"]["tps"], abs=1e-3) and summary["xcheck_tps"][1] is None
     assert summary["xcheck_skipped"].fill_null("").to_list() == ["", ""]
+
+
+def test_esbperf_wrk_and_the_console_agree_on_a_real_step(grinder, echoes, tmp_path):
+    """4 users against a ws1 answering 20 ms late, measured for 3 s well after the worker JVM's
+    compilation (12 s warm-up): both clients see the back end's pace (on a shared 2-core machine a
+    client's own costs, a fraction of a ms, would set a faster echo's figures), so the step passes
+    the cross-check (TPS within 0.9 of wrk's, means within 10 % of wrk's), and wrk had no error to
+    void it. The console's own count lies in the range the data logs allow; without one of the
+    two workers' logs it does not, and the check fires on this 3-second window."""
+    from esbperf.services.echo import start_echo
+
+    ws1 = start_echo("ws1", HOST, SLOW_WS1_PORT, delay_ms=20, workdir=tmp_path / "ws1")
+    try:
+        testbed = topology.load(write_testbed(tmp_path / "slow.yaml", {**ECHO_PORTS, "ws1": SLOW_WS1_PORT}))
+        the_plan = plans.load(write_plan(tmp_path / "agree.yaml", users=[4], duration_s=3, warmup_s=12,
+                                         target_warmup_s=3))
+        run_dir = runner.start(the_plan, "direct", testbed, tmp_path / "results", cross_check="wrk")
+    finally:
+        ws1.stop()
+    [row] = analyse([run_dir]).summary.to_dicts()
+    assert row["xcheck_errors"] == 0 and row["errors"] == 0, row
+    assert row["xcheck_failed"] is False, (row["tps"], row["xcheck_tps"], row["rt_mean_ms"], row["xcheck_mean_ms"])
+    assert 0.9 <= row["xcheck_tps_ratio"] <= 1.1 and row["rt_mean_ms"] > 20, row
+    assert row["console_check"] == "agrees", (row["console_min"], row["console_max"], row["console_tests"])
+    [log, _] = sorted((run_dir / row["step_dir"] / "logs").glob("*-data.log"))    # a worker on each agent
+    log.unlink()
+    [row] = analyse([run_dir]).summary.to_dicts()
+    assert row["console_check"] == "disagrees", (row["console_min"], row["console_max"], row["console_tests"])

@@ -122,7 +122,8 @@ def write_step(run: Path, users: int, iteration: int, times_us: list[int], error
     lines = []
     for i in range(n):
         us, failed = (times_us[i], 0) if i < len(times_us) else (5000, 1)
-        row = [i % users, i, 1, WARMUP_END + i * 9000 // n, us // 1000, failed, 500 if failed else 200, 1024, 1100, us]
+        row = [i % users, i, 1, WARMUP_END + 10 + i * 9000 // n, us // 1000, failed, 500 if failed else 200, 1024,
+               1100, us]
         if lags_us is not None:
             row += [us + lags_us[i % len(lags_us)], lags_us[i % len(lags_us)]]
         lines.append(", ".join(map(str, row)))
@@ -208,8 +209,7 @@ def pooled_only(histograms: dict[str, Histogram]) -> SimpleNamespace:
 def test_a_p99_move_inside_its_order_statistic_interval_is_not_a_failure():
     """A tail whose time rose 20 %. With 400 transactions a run, 2 % of them in the tail, the p99's
     95 % interval (ranks 392–400) reaches down into the body, so the rise cannot be told from
-    noise; with 20,000, 3 % in the tail, the intervals are single values, apart. With 200 the p99
-    is not measured at all (a p99 needs 368 transactions): not judged."""
+    noise; with 20,000, 3 % in the tail, the intervals are single values, apart."""
     for n, expected in ((400, False), (20_000, True)):
         tail = (2 if n == 400 else 3) * n // 100
         [p99] = gate.compare_runs(pooled_only({"base": Histogram.of([1000] * (n - tail) + [10_000] * tail),
@@ -219,11 +219,31 @@ def test_a_p99_move_inside_its_order_statistic_interval_is_not_a_failure():
         assert p99.significant is expected and p99.failed is expected, p99.message
         said = "1–10 and 1–12 ms overlap: inside the noise" if n == 400 else "10–10 and 12–12 ms do not overlap"
         assert said in p99.message
-    few = {run: Histogram.of([1000] * 194 + [10_000 if run == "base" else 12_000] * 6) for run in ("base", "new")}
-    [p99] = gate.compare_runs(pooled_only(few), "base", "new", [P99])
-    assert not p99.failed and p99.significant is None
-    assert p99.message.endswith("p99 not measured: 200 transactions in the base run, 200 transactions in the new "
-                                "run, a p99 needs 368; not judged"), p99.message
+
+
+def test_a_p99_from_too_few_transactions_is_not_judged_whatever_it_did():
+    """With 200 transactions a run the p99 is not measured at all (a p99 needs 368): a rise from 10
+    to 12 ms, or to 500 ms, or a move within the limit, is not judged -- where a rise used to pass
+    as "inside the noise"."""
+    for tail_ms in (12, 500, 10.5):
+        few = {"base": Histogram.of([1000] * 194 + [10_000] * 6),
+               "new": Histogram.of([1000] * 194 + [round(tail_ms * 1000)] * 6)}
+        [p99] = gate.compare_runs(pooled_only(few), "base", "new", [P99])
+        assert p99.outcome == "not judged" and not p99.failed and not p99.judged and p99.significant is None
+        assert p99.message.endswith("p99 not measured: 200 transactions in the base run, 200 transactions in the "
+                                    "new run, a p99 needs 368; not judged"), p99.message
+    assert gate.exit_code([p99]) == gate.EXIT_NOT_JUDGED
+
+
+def test_a_base_without_a_figure_or_with_zero_is_not_judged():
+    """A broken BASE lets nothing pass: no figure there, or a TPS of 0 (no percentage of 0)."""
+    [tps] = verdicts(step_rows("base", [0.0, 0.0], [2.0, 2.0]), step_rows("new", [812.0, 790.0], [2.0, 2.0]))
+    assert tps.outcome == "not judged" and tps.change_percent is None
+    assert "the base run's TPS is 0" in tps.message and "0 → 801" in tps.message and "rose" not in tps.message
+    [p99] = verdicts(step_rows("base", [0.0], [None]), step_rows("new", [800.0], [2.0]), [P99])
+    assert p99.outcome == "not judged" and "no p99 in the base run" in p99.message
+    assert gate.headline([tps, p99]) == "gate not judged: 0 of 2 check(s) broke a limit, 2 not judged, 0 passed"
+    assert gate.exit_code([tps, p99]) == gate.EXIT_NOT_JUDGED == 3
 
 
 def test_the_mean_limit_compares_the_reports_pooled_mean(tmp_path):
@@ -333,8 +353,8 @@ def test_compare_holds_every_run_to_absolute_limits_beside_the_relative_ones(two
                      ("new", "proxy camel 1KB 20 users p99 ≤ 39 ms", False)]
 
     lines = (tmp_path / "pr.md").read_text().splitlines()
-    assert lines[0] == ("**esbperf gate failed: 2 of 6 check(s) broke a limit** (every later run against camel; "
-                        "mean response time rise ≤ 10 %, p99 ≤ 39 ms)")
+    assert lines[0] == ("**esbperf gate failed: 2 of 6 check(s) broke a limit, 0 not judged, 4 passed** (every later "
+                        "run against camel; mean response time rise ≤ 10 %, p99 ≤ 39 ms)")
     rows = [line.split(" | ") for line in lines
             if line.startswith("| ") and "---" not in line and not line.startswith("| step |")]
     failed = [r for r in rows if "**FAIL**" in r[-1]]
@@ -344,6 +364,31 @@ def test_compare_holds_every_run_to_absolute_limits_beside_the_relative_ones(two
     assert len(rows) == 6 and "<details><summary>4 check(s) passed</summary>" in lines
     assert "order statistics" not in lines[-1] and "Student's two-sample t" in lines[-1]
     assert sorted(os.listdir(tmp_path)) == sorted(["camel", "new", "c", "gate.xml", "pr.md"])   # no partial files
+
+
+def test_compare_against_a_base_without_a_successful_transaction_is_not_judged(tmp_path, capsys):
+    """`esbperf compare BASE NEW --max-tps-drop 5%` where every step of BASE failed: its TPS is 0,
+    from which no drop can be reckoned. The gate says "not judged" and exits 3, never 0; the
+    JUnit file has an error per such check, the Markdown table shows them."""
+    base, new = (synthetic.write_run(tmp_path / name, "camel") for name in ("base", "new"))
+    for users in (1, 20):
+        write_step(base, users, 1, [], errors=500)
+        write_step(new, users, 1, [1000] * 500)
+    code, out, _ = esbperf(capsys, "compare", base, new, "--out", tmp_path / "c", "--max-tps-drop", "5%",
+                           "--junit", tmp_path / "gate.xml", "--markdown", tmp_path / "pr.md")
+    assert code == 3, out
+    assert out.count("  NOT JUDGED new: proxy camel 1KB ") == 2 and "FAIL" not in out
+    assert "the base run's TPS is 0 (no successful transaction), so no change can be reckoned from it" in out
+    assert "esbperf: gate not judged: 0 of 2 check(s) broke a limit, 2 not judged, 0 passed" in out
+    suite = ET.parse(tmp_path / "gate.xml").getroot()
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors")) == ("2", "0", "2")
+    assert all(c.find("error") is not None for c in suite.iter("testcase"))
+    markdown = (tmp_path / "pr.md").read_text()
+    assert markdown.count("**NOT JUDGED**") == 2 and "check(s) passed" not in markdown
+    # A failure elsewhere (BASE's own steps below a TPS floor) outweighs it: exit 1.
+    code, out, _ = esbperf(capsys, "compare", base, new, "--out", tmp_path / "d", "--max-tps-drop", "5%",
+                           "--min-tps", "40")
+    assert code == 1 and "gate failed: 2 of 6 check(s) broke a limit, 2 not judged, 2 passed" in out
 
 
 # --- for real ------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ synthetic runs (the same count, min, max and percentiles as summary.csv, to the 
 from __future__ import annotations
 
 import json
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ from hdrh.log import HistogramLogReader
 from esbperf.analysis import hlog, synthetic
 from esbperf.analysis.report import build_report
 from esbperf.core.errors import EsbperfError
+from esbperf.results import datalog
 from esbperf.results.histogram import Histogram, bucket
 
 WARMUP_S, DURATION_S = 2, 10
@@ -108,28 +110,31 @@ def test_counts_index_is_hdrhistograms():
 
 # --- the report's files ---------------------------------------------------------------------------
 
-def add_rows_outside_the_window(folder: Path, meta: dict, header: str) -> None:
-    """A worker log of rows the .hlog must not count, all slower than anything in the window: one
-    in the warm-up, one at the window's end, a failed one in the window, and a malformed line."""
-    slow = [0, 0, 1, 0, 99_000, 0, 500, 1024, 1100, 99_000_000, 99_000_000, 99_000_000][:len(header.split(", "))]
-    rows = [(meta["warmup_end_ms"] - 1, 0), (meta["end_ms"], 0), (meta["warmup_end_ms"] + 5, 1)]
+def add_rows_outside_the_window(folder: Path, meta: dict, header: str, failed: int = 1) -> None:
+    """A worker log of rows the response .hlog must not count, all slower than anything in the
+    window: one in the warm-up, one at the window's end, `failed` failed ones in the window (the
+    open model's latency counts them), and a malformed line. Their starts were not late: an
+    open-model row belongs to the window by its due start."""
+    slow = [0, 0, 1, 0, 99_000, 0, 500, 1024, 1100, 99_000_000, 99_000_000, 0][:len(header.split(", "))]
+    rows = [(meta["warmup_end_ms"] - 1, 0), (meta["end_ms"], 0)] + [(meta["warmup_end_ms"] + 5, 1)] * failed
     lines = [header] + [", ".join(map(str, slow[:3] + [start] + slow[4:5] + [errors] + slow[6:]))
                         for start, errors in rows] + ["0, 0, 1, oops"]
     (folder / "logs" / "client-9-data.log").write_text("\n".join(lines) + "\n")
 
 
 def synthetic_step(run: Path, users: int, rate: float | None = None, mean_ms: float = 20.0,
-                   micros: bool = True) -> Path:
+                   micros: bool = True, failed: int = 1) -> Path:
     """A step of ROWS transactions, all in its window (plus add_rows_outside_the_window's); with
-    `rate`, an open-model step; without `micros`, logs of whole ms only (`Test time`)."""
+    `rate`, an open-model step (its rows start from 50 ms into the window: due in it, whatever
+    their lag); without `micros`, logs of whole ms only (`Test time`)."""
     folder = synthetic.write_step(synthetic.step_dir(run, "proxy", "1KB", users, 1), "proxy", "camel", 1024, "1KB",
                                   users, 1, warmup_s=WARMUP_S, duration_s=DURATION_S, rate=rate)
     meta = json.loads((folder / "step.json").read_text())
-    synthetic.write_random_logs(folder, ROWS, 2, meta["warmup_end_ms"], meta["end_ms"], mean_ms=mean_ms,
-                                seed=users, micros=micros, lag_us=None if rate is None else 3000.0)
+    synthetic.write_random_logs(folder, ROWS, 2, meta["warmup_end_ms"] + (0 if rate is None else 50), meta["end_ms"],
+                                mean_ms=mean_ms, seed=users, micros=micros, lag_us=None if rate is None else 3000.0)
     header = (synthetic.DATA_LOG_HEADER if not micros else synthetic.US_DATA_LOG_HEADER if rate is None
               else synthetic.OPEN_DATA_LOG_HEADER)
-    add_rows_outside_the_window(folder, meta, header)
+    add_rows_outside_the_window(folder, meta, header, failed)
     return folder
 
 
@@ -156,10 +161,12 @@ def hdrh_figure(h: HdrHistogram, name: str) -> int:
     return h.get_value_at_percentile(PERCENTILES[name])
 
 
-def assert_agrees(h: HdrHistogram, row: dict, prefix: str, figures=("min", "max", *PERCENTILES)) -> None:
+def assert_agrees(h: HdrHistogram, row: dict, prefix: str, figures=("min", "max", *PERCENTILES),
+                  count: int | None = None) -> None:
     """hdrh's figures are those of summary.csv, to the bucket (hdrh gives a bucket's highest value,
-    esbperf its lowest, clamped to the exact min)."""
-    assert h.get_total_count() == row["transactions"]
+    esbperf its lowest, clamped to the exact min); it counts `count` values (default: the
+    transactions)."""
+    assert h.get_total_count() == (row["transactions"] if count is None else count)
     for name in figures:
         ms, got = row[f"{prefix}_{name}_ms"], hdrh_figure(h, name)
         assert h.values_are_equivalent(got, round(ms * 1000)), f"{prefix}_{name}: hdrh {got} µs, summary {ms} ms"
@@ -191,15 +198,42 @@ def row_window_start(run: Path, row: dict) -> int:
 
 def test_an_open_model_steps_latency_and_response_hlogs_give_summarys_figures(tmp_path: Path):
     run = synthetic.write_run(tmp_path / "open", "camel")
-    synthetic_step(run, 20, rate=2000.0)
+    # 1000 failed requests: the latency counts 21,000, the response time 20,000 (whole ranks for hdrh).
+    synthetic_step(run, 20, rate=2000.0, failed=1000)
     out, _ = build_report([run], tmp_path / "out")
     [row] = pl.read_csv(out / "summary.csv").to_dicts()
+    assert (row["transactions"], row["errors"]) == (ROWS, 1000)
     base = out / hlog.FOLDER / row["step_dir"].replace("/", "_")
     latency, _, _ = read_log(Path(f"{base}-latency.hlog"))
     response, _, _ = read_log(Path(f"{base}-response.hlog"))
-    assert_agrees(latency, row, "lat", figures=("max", *PERCENTILES))       # summary.csv has no lat_min_ms
+    assert_agrees(latency, row, "lat", figures=("max", *PERCENTILES),       # summary.csv has no lat_min_ms
+                  count=row["transactions"] + row["errors"] + row["never_started"])
+    assert row["lat_max_ms"] == 99_000                                       # a failed request's latency
     assert_agrees(response, row, "rt")
     assert latency.get_value_at_percentile(50.0) > response.get_value_at_percentile(50.0)   # the start lag
+
+
+def test_an_hour_long_steps_intervals_are_counted_in_memory_that_follows_its_rows(tmp_path: Path):
+    """One data-log block of a slow hour-long step: 36,000 rows over 3,600 one-second intervals,
+    answers from 1 µs to 10 s. Counted densely over the block's span of intervals × buckets, that
+    was 3,600 × ~14,500 cells (over 400 MB) per test; only the cells present are counted now."""
+    rng = np.random.default_rng(7)
+    values = np.exp(rng.uniform(0, np.log(10_000_000), 36_000)).astype(np.int64)
+    start = synthetic.BASE_MS
+    log = tmp_path / "client-0-data.log"
+    log.write_text(synthetic.US_DATA_LOG_HEADER + "\n" + "".join(
+        f"0, {i}, 1, {start + 100 * i}, {v // 1000}, 0, 200, 1024, 1100, {v}\n" for i, v in enumerate(values)))
+    tracemalloc.start()
+    try:
+        [(counts, maxima)] = datalog.interval_counts([log], start, start + 3_600_000, 1000, "response_us").values()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20, f"{peak / 2**20:.0f} MB"
+    assert counts["n"].sum() == 36_000 and len(maxima) == 3600
+    assert maxima.tolist() == values.reshape(3600, 10).max(axis=1).tolist()
+    second = counts.filter(pl.col("interval") == 1)
+    assert sorted(zip(second["lo"], second["n"])) == sorted(Histogram.of(values[10:20].tolist()).counts.items())
 
 
 def test_each_interval_holds_the_transactions_started_in_its_second(tmp_path: Path):

@@ -152,8 +152,9 @@ def test_the_gate_does_not_judge_a_percentile_it_cannot_measure(tmp_path: Path, 
     run = synthetic.write_run(tmp_path / "r", "camel")
     closed_step(run, 1, [ok_row(WARMUP_END + i * 50, 2) for i in range(100)])
     code, out, _ = esbperf(capsys, "report", run, "--out", tmp_path / "rep", "--max-p99-ms", "1")
-    assert code == 0, out
-    assert "gate passed: 0 of 1 check(s) broke a limit" in out
+    assert code == 3, out   # not judged: neither passed nor failed (docs/regression-gate.md)
+    assert "gate not judged: 0 of 1 check(s) broke a limit, 1 not judged, 0 passed" in out
+    assert "p99 not measured: 100 transactions in the step, a p99 needs 368; not judged" in out
 
 
 def test_a_step_whose_auto_warm_up_found_no_steady_state_is_named_with_its_intervals(tmp_path: Path):

@@ -4,8 +4,8 @@ Chromium measures a copy of the page), and per-host graphs whose panels wrap int
 title or axis label runs into another (matplotlib's own renderer measures them).
 
 The report is a real one: two synthetic runs of the thesis sweeps, two iterations each, with a
-load host (load2) beside the five and many warnings (short steps, no warm-up, a network fault
-on every step, hosts sharing CPUs)."""
+load host (load2) beside the five and many warnings (no warm-up, a network fault on every step,
+hosts sharing CPUs)."""
 from __future__ import annotations
 
 import html
@@ -34,7 +34,7 @@ def report(tmp_path_factory):
     root = tmp_path_factory.mktemp("page")
     runs = []
     for target, seed in (("direct", 2), ("camel", 3)):
-        # 5-second steps without warm-up: every step is short, both runs lack a warm-up.
+        # 5-second steps without warm-up: both runs lack a warm-up.
         run = synthetic.thesis_run(root / f"{target}-run", target, rows_per_step=300, iterations=2, duration_s=5,
                                    warmup_s=0, seed=seed)
         info = json.loads((run / "run.json").read_text())
@@ -58,7 +58,7 @@ def test_warnings_are_grouped_by_kind_with_their_steps_folded(report):
     html_text = (out / "report.html").read_text()
     section = html_text[html_text.index('<h2 id="validity">'):html_text.index('<h2 id="ratios">')]
     kinds = {w.kind for w in analysis.warnings}
-    assert {"short-steps", "network-faults", "no-warm-up", "shared-cpus"} <= kinds
+    assert {"network-faults", "no-warm-up", "shared-cpus"} <= kinds
     folded = re.findall(r'<details id="validity-([\w-]+)"><summary><span class="count">(\d+) (\w+)</span>: (.*?)'
                         r'</summary><ul>(.*?)</ul></details>', section)
     assert sorted(kind for kind, *_ in folded) == sorted(kinds)          # one fold per kind

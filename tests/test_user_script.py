@@ -144,6 +144,20 @@ def test_a_thesis_era_script_runs_through_the_runner_and_reports(grinder, echoes
     assert (run_dir / "report" / "report.html").is_file()
 
 
+def test_the_workers_report_interval_is_the_steps_property_else_the_distributions(tmp_path):
+    """step.json `report_interval_ms`, what the console-count check allows at the window's edges:
+    a user's script may set grinder.reportToConsole.interval; else the distributed
+    grinder.properties says it (500 ms); else Grinder's default."""
+    from esbperf.core.project import ROOT
+    from esbperf.run.step import report_interval_ms
+
+    assert report_interval_ms({}, ROOT / "grinder-scripts") == 500
+    assert report_interval_ms({"grinder.reportToConsole.interval": "250"}, ROOT / "grinder-scripts") == 250
+    (tmp_path / "grinder.properties").write_text("grinder.reportToConsole.interval = 2000\n")
+    assert report_interval_ms({}, tmp_path) == 2000
+    assert report_interval_ms({}, tmp_path / "nowhere") == 500
+
+
 def test_the_http_plugins_status_column_is_read_as_the_status(tmp_path):
     from esbperf.results.datalog import log_stats
 
@@ -156,6 +170,29 @@ def test_the_http_plugins_status_column_is_read_as_the_status(tmp_path):
                    "0, 2, 1, 1020, 2, 0, 200, 512, 0, 0, 0, 1, 0\n")
     stats = log_stats([log], 1000, 2000)
     assert (stats.transactions, stats.errors, stats.error_statuses) == (2, 1, {"500": 1})
+
+
+def test_the_step_line_names_the_first_tests_figures_never_a_sum_of_tests(tmp_path):
+    """A page test (1) wrapping two request tests (2, 3): a page every 100 ms, each 8 ms, its
+    requests 3 ms each. The step's line and step.json `summary` give the page's 10 TPS and 8 ms,
+    and each request test on its own line, where the step's totals said 30 TPS and a mean of
+    4.7 ms that no test had."""
+    from esbperf.results.datalog import log_stats
+    from esbperf.run.runner import _summary_lines
+    from esbperf.run.step import window_summary
+
+    lines = ["Thread, Run, Test, Start time (ms since Epoch), Test time, Errors"]
+    for run, start in enumerate(range(1000, 11_000, 100)):
+        lines += [f"0, {run}, 2, {start}, 3, 0", f"0, {run}, 3, {start + 4}, 3, 0", f"0, {run}, 1, {start}, 8, 0"]
+    log = tmp_path / "host-0-data.log"
+    log.write_text("\n".join(lines) + "\n")
+    summary = window_summary(log_stats([log], 1000, 11_000), 10.0)
+    assert (summary["test"], summary["transactions"], summary["tps"], summary["mean_ms"]) == (1, 100, 10.0, 8.0)
+    assert [(t["test"], t["tps"], t["mean_ms"]) for t in summary["tests"]] == [(1, 10.0, 8.0), (2, 10.0, 3.0),
+                                                                               (3, 10.0, 3.0)]
+    first, *more = _summary_lines({"summary": summary})
+    assert first.startswith("test 1: 100 transactions, 0 errors, TPS 10.0, mean 8.000 ms")
+    assert [line.split(",")[0] for line in more] == ["test 2: 100 transactions", "test 3: 100 transactions"]
 
 
 SLOW_ECHO_PORT = 16085   # this file's own echo that answers after 20 ms

@@ -27,6 +27,27 @@ def resolve_named(name_or_path: str | Path, folder: Path, kind: str) -> Path:
     return path
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key written twice in one mapping (PyYAML keeps the last
+    without a word: `duration_s: 4` and later `duration_s: 400` would quietly run 400 s)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, yaml.Node] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":   # `<<: *anchor`: keys written after it override
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node)
+            except TypeError:      # an unhashable key: PyYAML's own error says so
+                break
+            if first is not key_node:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is written twice (first on line {first.start_mark.line + 1})",
+                    key_node.start_mark)
+        return super().construct_mapping(node, deep)
+
+
 def load_yaml(path: Path) -> dict[str, Any]:
     try:
         raw = path.read_bytes()
@@ -39,7 +60,7 @@ def load_yaml(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError as e:
         raise EsbperfError(f"{path}: not UTF-8 text (byte {e.start})") from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""

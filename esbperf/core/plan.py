@@ -241,6 +241,13 @@ class Plan:
         processes = math.ceil(per_agent / self.max_threads_per_process)
         return processes, math.ceil(per_agent / processes)
 
+    @staticmethod
+    def process_rate(rate: float, processes: int, agents: int) -> float:
+        """The open model's arrivals per second of each worker process: the step's `rate` split
+        evenly over the `processes` of each of the `agents` (every process keeps a schedule of
+        its own)."""
+        return rate / (processes * agents)
+
     def to_dict(self) -> dict:
         d = asdict(self)
         d.pop("extra")

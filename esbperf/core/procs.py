@@ -218,6 +218,15 @@ def grinder_agents(folder: Path) -> set[int]:
     return found
 
 
+class StillWriting(EsbperfError):
+    """An agent's logs were brought home, but its worker JVMs had not all ended (or something
+    still held the logs open) within wait_workers_gone's wait: their last rows may be missing."""
+
+    def __init__(self, agent: str, wait_s: float):
+        super().__init__(f"agent {agent}: its workers had not ended, or still held their logs open, {wait_s:g} s "
+                         "after the step (their last rows may be missing)")
+
+
 def wait_workers_gone(agent_folder: Path, logs: Path, timeout: float = AGENT_IDLE_WAIT_S) -> bool:
     """Wait until the Grinder agent working in `agent_folder` has no worker JVM left (each exited
     and reaped by the agent) and no process holds a file under `logs` open; False after `timeout`.

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from esbperf.core.errors import EsbperfError
-from esbperf.core.procs import wait_workers_gone
+from esbperf.core.procs import AGENT_IDLE_WAIT_S, StillWriting, wait_workers_gone
 from esbperf.results.files import ends_with_newline, tail
 
 # What a worker writes at its normal end (also when the console stops it), never when killed.
@@ -45,7 +45,8 @@ class Worker:
 
 
 # Fetches `relative` from the working folder of the agent named so into a local folder and
-# returns True, or returns False when that agent is not one it can reach.
+# returns True, or returns False when that agent is not one it can reach. Logs it brought home
+# while the agent's workers still ran or held them open are a step problem: it raises StillWriting.
 Fetcher = Callable[[str, str, Path], bool]
 
 
@@ -53,8 +54,9 @@ class LocalAgents:
     """Agents on this machine: their working folders are <state>/agents/<name> under one of
     `state_dirs`; their logs are moved, so nothing of a step stays behind in an agent's folder."""
 
-    def __init__(self, state_dirs: Iterable[Path]):
+    def __init__(self, state_dirs: Iterable[Path], wait_s: float = AGENT_IDLE_WAIT_S):
         self.state_dirs = list(dict.fromkeys(Path(d).resolve() for d in state_dirs))
+        self.wait_s = wait_s
 
     def folders(self, agent: str) -> list[Path]:
         return [d / "agents" / agent for d in self.state_dirs]
@@ -63,10 +65,12 @@ class LocalAgents:
         for folder in self.folders(agent):
             source = folder / relative
             if source.is_dir():
-                wait_workers_gone(folder, source)   # what is still open then is reported as cut short
-                for f in source.iterdir():
+                gone = wait_workers_gone(folder, source, self.wait_s)
+                for f in source.iterdir():    # brought home all the same: a step kept aside keeps them
                     shutil.move(str(f), into / f.name)
                 _remove_empty(source, stop=folder)
+                if not gone:
+                    raise StillWriting(agent, self.wait_s)
                 return True
         return False
 
@@ -90,6 +94,9 @@ def bring_home(workers: Iterable[Worker], relative: str, into: Path, fetchers: l
     for agent in dict.fromkeys(w.agent for w in workers):
         try:
             found = any(fetch(agent, relative, into) for fetch in fetchers)
+        except StillWriting as e:
+            problems.append(str(e))
+            continue
         except EsbperfError as e:   # its host could not be reached, or the copy failed
             problems.append(f"agent {agent}: its logs of this step could not be brought home: {e}")
             continue

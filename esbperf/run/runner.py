@@ -84,17 +84,23 @@ def _prepare(client: ControlClient) -> None:
     client.distribute()
 
 
-def _summary_line(record: dict) -> str:
-    """A finished step in one line (step.json `summary`: the measured window's data logs)."""
-    s = record["summary"]
-    line = (f"{s['transactions']} transactions, {s['errors']} errors, TPS {s['tps'] or 0:.1f}, "
-            f"mean {_ms(s['mean_ms'])}, p99 {_ms(s['p99_ms'])}")
-    if "latency_p99_ms" in s:   # the open model: what the requests waited from their due start
-        line += f", latency p99 {_ms(s['latency_p99_ms'])} (from the due start)"
+def _summary_lines(record: dict) -> list[str]:
+    """A finished step (step.json `summary`: the measured window's data logs): one line, or with
+    several Grinder tests one per test, each with its own figures (tests are never added up)."""
+    tests = record["summary"].get("tests") or [record["summary"]]
+    lines = []
+    for s in tests:
+        named = f"test {s.get('test')}: " if len(tests) > 1 else ""
+        line = (f"{named}{s['transactions']} transactions, {s['errors']} errors, TPS {s['tps'] or 0:.1f}, "
+                f"mean {_ms(s['mean_ms'])}, p99 {_ms(s['p99_ms'])}")
+        if "latency_p99_ms" in s:   # the open model: what the requests waited from their due start
+            line += f", latency p99 {_ms(s['latency_p99_ms'])} (from the due start)"
+        lines.append(line)
     x = record.get("xcheck") or {}
     if "tps" in x:
-        line += f"; wrk TPS {x['tps']:.1f}, mean {_ms(x['mean_ms'])}"
-    return line
+        lines[0] += f"; wrk TPS {x['tps']:.1f}, mean {_ms(x['mean_ms'])}" + (
+            f", {x['errors']} wrk error(s): void" if x.get("errors") else "")
+    return lines
 
 
 def _ms(value: float | None) -> str:
@@ -144,7 +150,10 @@ def execute(ctx: RunContext, client: ControlClient, console: Console, schedule: 
             record = layout.read_json(folder / layout.STEP_FILE)
             steps_wall += record["wall_s"]
             estimate.remember_step(record)
-            progress.finished(_summary_line(record))
+            first, *more = _summary_lines(record)
+            progress.finished(first)
+            for line in more:
+                progress.print(f"  {line}")
     if not aside:
         ctx.record["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         layout.write_json(ctx.dir / layout.RUN_FILE, ctx.record)

@@ -29,10 +29,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from esbperf.core import payloads, plan as plans, procs, roles, steady
+from esbperf.core.config import ConsoleConfig
 from esbperf.core.errors import EsbperfError
 from esbperf.core.topology import Target, Testbed
 from esbperf.results import gclog, layout
-from esbperf.results.datalog import LogStats, log_stats
+from esbperf.results.datalog import REPORT_INTERVAL_MS, LogStats, RowStats, log_stats
 from esbperf.run import collect, crosscheck, environment, monitors, user_script
 from esbperf.run.problems import (AgentsChanged, ConsoleLost, Incomplete, StepAside, StepProblem, TargetDown,
                                   Unexpected, WorkersHang)
@@ -60,15 +61,36 @@ MEAN_US, MEAN_MS = "Response us mean", "Mean Test Time (ms)"
 
 
 def window_summary(stats: LogStats, window_s: float) -> dict[str, Any]:
-    """A step's figures for its one-line summary as it ends (step.json `summary`): the data logs' own
-    µs times, not the console's whole ms. The report computes its figures again from the logs."""
+    """A step's figures for its summary line as it ends (step.json `summary`): the data logs' own
+    µs times, not the console's whole ms. Those of its first Grinder test (the step's one test,
+    for every esbperf scenario), never a sum of tests: a user's page test wrapping request tests
+    would count the same seconds twice; with several tests, `tests` holds each one's figures. The
+    report computes its figures again from the logs."""
     ms = (lambda us: None if us is None else round(us / 1000, 3))
-    summary = {"transactions": stats.transactions, "errors": stats.errors,
-               "tps": round(stats.transactions / window_s, 1) if window_s > 0 else None,
-               "mean_ms": ms(stats.response.mean), "p99_ms": ms(stats.response.percentile(99))}
-    if stats.latency is not None:   # the open model: the latency from each request's due start
-        summary["latency_p99_ms"] = ms(stats.latency.percentile(99))
-    return summary
+
+    def figures(test: int | None, part: RowStats) -> dict[str, Any]:
+        found = {"test": test, "transactions": part.transactions, "errors": part.errors,
+                 "tps": round(part.transactions / window_s, 1) if window_s > 0 else None,
+                 "mean_ms": ms(part.response.mean), "p99_ms": ms(part.response.percentile(99))}
+        if part.latency is not None:   # the open model: the latency from each request's due start
+            found["latency_p99_ms"] = ms(part.latency.percentile(99))
+        return found
+
+    each = [figures(test, part) for test, part in sorted(stats.tests.items())] or [figures(None, stats)]
+    return {**each[0], "tests": each} if len(each) > 1 else each[0]
+
+
+def report_interval_ms(properties: dict[str, Any], distribution: Path) -> int:
+    """How often the step's workers report to the console: `grinder.reportToConsole.interval` of
+    the step's properties (a user's script may set it), else of the distribution's
+    grinder.properties, else Grinder's default."""
+    key = "grinder.reportToConsole.interval"
+    file = distribution / "grinder.properties"
+    value = properties.get(key) or (user_script.read_properties(file).get(key) if file.is_file() else None)
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return REPORT_INTERVAL_MS
 
 
 # --- what a step shares with the run ----------------------------------------------------------
@@ -125,8 +147,7 @@ def step_properties(ctx: RunContext, step: plans.Step, processes: int, threads: 
         properties["esbperf.payload.file"] = f"{payloads.STAGING}/{ctx.dir.name}/{step.payload_file.staged_name()}"
         properties["esbperf.payload.check"] = plan.payload_check
     if step.rate is not None:
-        # Arrivals per second of each worker process: the step's rate over all of them.
-        properties["esbperf.rate"] = step.rate / (processes * len(ctx.agents))
+        properties["esbperf.rate"] = plans.Plan.process_rate(step.rate, processes, len(ctx.agents))
         properties["esbperf.arrivals"] = plan.arrivals
         if plan.seed is not None:
             properties["esbperf.seed"] = plan.seed
@@ -249,6 +270,7 @@ class StepRunner:
         a.record.update(processes=processes, threads=threads)
         a.start_ms = now_ms()
         properties = step_properties(self.ctx, a.step, processes, threads, a.log_folder)
+        a.record["report_interval_ms"] = report_interval_ms(properties, ConsoleConfig.load().distribution_directory)
         a.workers = self.console.start(properties, processes * len(self.ctx.agents))
 
     def _warm_up(self, a: Attempt) -> None:
@@ -276,12 +298,16 @@ class StepRunner:
         interval_s = self.ctx.record.get("console_sample_interval_ms", 1000) / 1000
         tps: list[float | None] = []
         mean_us: list[float | None] = []
-        seen, totals = None, {}
-        verdict = steady.Steadiness(False, "no console sample yet")
+        # The console's samples: the one it last finished when the workers were seen running ended
+        # before the load began, and the next began before it: only those after are whole.
+        first_whole, seen, totals = None, None, {}
+        verdict = steady.Steadiness(False, "no whole console sample yet")
         while now_ms() < latest:
             data = self.console.call(lambda: self.client.data(latest=True))
             count = (data.get("status") or {}).get("sample-count")
-            if count is not None and count != seen:
+            if count is not None and first_whole is None:
+                first_whole = count + 2
+            if count is not None and count != seen and count >= first_whole:
                 seen = count
                 totals = statistics(data)
                 tps.append(totals.get("TPS"))
@@ -321,8 +347,10 @@ class StepRunner:
         logs = a.tmp / layout.LOGS
         ctx, target = self.ctx, self.ctx.targets[a.step.target]
         monitoring = self._collect_monitors(a)
+        rate = None if a.step.rate is None else plans.Plan.process_rate(a.step.rate, a.record["processes"],
+                                                                          len(ctx.agents))
         try:   # the window's figures, read as the analysis reads them: threads seen, and the step's line
-            stats = log_stats(layout.data_logs(a.tmp), a.warmup_end_ms, a.end_ms)
+            stats = log_stats(layout.data_logs(a.tmp), a.warmup_end_ms, a.end_ms, rate)
         except EsbperfError as e:
             raise Incomplete(f"its data logs cannot be read: {e}") from None
         a.record.update({

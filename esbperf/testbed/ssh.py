@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 from esbperf.core.errors import EsbperfError
+from esbperf.core.procs import AGENT_IDLE_WAIT_S, StillWriting
 from esbperf.core.topology import Testbed
 
 CONNECT_TIMEOUT_S = 5
@@ -131,13 +132,16 @@ class SshAgents:
             return False
         into.mkdir(parents=True, exist_ok=True)
         # The workers' JVMs may still be writing their last rows (esbperf/core/procs.py, wait_workers_gone).
-        self.ssh.run(self.ssh.esbperf_python(["-m", "esbperf.core.procs", folder, f"{folder}/{relative}"]), check=False)
+        waited = self.ssh.run(self.ssh.esbperf_python(["-m", "esbperf.core.procs", folder, f"{folder}/{relative}"]),
+                              check=False)
         copied = rsync(["-a", "--remove-source-files", "-e", self.ssh.rsh(),
                         self.ssh.remote(f"{folder}/{relative}") + "/", f"{into}/"], f"agent {agent}")
         if copied.returncode != 0:
             raise EsbperfError(f"{self.ssh}: agent {agent}'s logs could not be copied: {last_line(copied.stderr)}")
         # The emptied folders go too, up to the agent's folder (rmdir -p stops at the first that is not empty).
         self.ssh.run(f"cd {shlex.quote(self.ssh.path(folder))} && rmdir -p {shlex.quote(relative)} 2>/dev/null; true")
+        if waited.returncode != 0:
+            raise StillWriting(agent, AGENT_IDLE_WAIT_S)
         return True
 
 

@@ -30,7 +30,8 @@ RSS, live heap, descriptors and threads; and the bytes on disk per million trans
 when a long-lived process grows by more than --max-growth % per hour with 95 % confidence (the
 lower bound of the slope's interval beyond the limit) — a JVM by its live heap or by what it holds
 beside its heap and its JIT's code cache (its resident memory outside those two address ranges:
-metaspace, threads, malloc), another process by its RSS — or gains more than 2 descriptors or
+metaspace, threads, malloc), or by its RSS when jcmd answered at some cycle ends only; another
+process by its RSS — or gains more than 2 descriptors or
 threads over the cycles judged (the trend at the same steps, with the same confidence); it needs
 3 cycles or more to judge (2 after the first). Run it by hand on a quiet machine (it takes the whole --minutes).
 """
@@ -326,6 +327,64 @@ def growth(points: list[tuple[int, float, float]]) -> tuple[float, float | None]
     return 100 * slope / mean, None if half is None else 100 * half / mean
 
 
+Found = tuple[float, float | None] | None    # a growth and the half-width of its 95 % interval
+
+
+def beyond(found: Found, limit: float) -> bool:
+    """Beyond `limit` with 95 % confidence (no confidence: the figure itself)."""
+    return found is not None and found[0] - (found[1] or 0) > limit
+
+
+@dataclass
+class Growth:
+    """What one process did from the second cycle on, at the same step of each cycle: its RSS,
+    live heap and native memory in % per hour, descriptors and threads gained over the span
+    judged; and what its verdict rests on."""
+
+    first: tuple[int, int, int]           # (rss, fds, threads) at its first and last checkpoints
+    last: tuple[int, int, int]
+    rss: Found
+    fds: Found
+    threads: Found
+    heaps: list[tuple[float, Heap]]       # (t, heap) at the cycle ends where jcmd answered
+    live: Found
+    native: Found
+    cycle_ends: int                       # cycle ends judged where the process was read
+    by_heap: bool                         # judged by live heap and native memory, not RSS
+
+    def growing(self, max_growth: float) -> bool:
+        """Memory beyond `max_growth` % per hour, or more than 2 descriptors or threads gained,
+        with 95 % confidence. A JVM's RSS follows its committed heap, which G1 sizes up and down
+        to -Xmx: a JVM is judged by its live heap and what it holds beside the heap and the JIT's
+        code, after a full collection, when jcmd answered at every cycle end; otherwise (not a
+        JVM, or jcmd answered at some cycle ends only) by its RSS too, never by nothing."""
+        memory = (self.live, self.native) if self.by_heap else (self.rss, self.live, self.native)
+        return any(beyond(g, max_growth) for g in memory) or any(beyond(g, 2) for g in (self.fds, self.threads))
+
+
+def process_growth(name: str, checkpoints: list[Checkpoint]) -> Growth:
+    """`name`'s Growth over `checkpoints` (those of cycle 2 on are judged; a cycle ends at the
+    sweep's last step, where the JVMs' heaps are read)."""
+    mine = [(c, c.stats[name]) for c in checkpoints if name in c.stats]
+    later = [c for c in checkpoints if c.cycle >= 2]
+    later_points = [(c.step, c.t, stat) for c, stat in mine if c.cycle >= 2]
+    span_h = (later[-1].t - later[0].t) / 3600 if later else 0.0   # fds +, thr +: the trend over it
+    rss = growth([(step, t, stat[0]) for step, t, stat in later_points])
+    # Descriptors and threads gained over the span judged, ± their 95 % interval: an ESB's or an
+    # echo's sockets at a step's end depend on which connections the load left open (±10 over
+    # an hour, both ways); a leak of one per step is a steady line.
+    fds, threads = ((None if (found := pooled_slope_per_hour([(step, t, stat[i]) for step, t, stat in later_points]))
+                     is None else (found[0] * span_h, None if found[1] is None else found[1] * span_h))
+                    for i in (1, 2))
+    last_step = max((c.step for c in checkpoints), default=0)
+    ends = [c for c in later if c.step == last_step and name in c.stats]
+    heaps = [(c.t, c.heaps[name]) for c in ends if name in c.heaps]
+    live = growth([(0, t, h.live) for t, h in heaps])
+    native = growth([(0, t, h.native) for t, h in heaps])
+    by_heap = bool(heaps) and len(heaps) == len(ends) and live is not None and native is not None
+    return Growth(mine[0][1], mine[-1][1], rss, fds, threads, heaps, live, native, len(ends), by_heap)
+
+
 def report(work: Path, results: Path, series: dict[str, Series], checkpoints: list[Checkpoint], disk: list,
            code: int, args, launched: float) -> int:
     with open(work / "soak.csv", "w", newline="") as f:
@@ -344,8 +403,6 @@ def report(work: Path, results: Path, series: dict[str, Series], checkpoints: li
                            for name, stat in c.stats.items()])
     transactions = transactions_of(results)
     cycles = max((c.cycle for c in checkpoints), default=0)
-    later = [c for c in checkpoints if c.cycle >= 2]
-    span_h = (later[-1].t - later[0].t) / 3600 if later else 0.0   # fds +, thr +: the trend over it
     minutes = (max((t for s in series.values() for t, *_ in s.samples), default=0)) / 60
     lines = [f"soak: {minutes:.0f} min, {len(checkpoints)} steps of {args.step_seconds:g} s in {cycles} cycles "
              f"(users {args.users}), {transactions} transactions; runner exit {code}; growth from cycle 2 on, "
@@ -357,35 +414,19 @@ def report(work: Path, results: Path, series: dict[str, Series], checkpoints: li
     def shown(found: tuple[float, float | None] | None) -> str:
         return "–" if found is None else f"{found[0]:+.1f}" + ("" if found[1] is None else f" ± {found[1]:.1f}")
 
-    def beyond(found: tuple[float, float | None] | None, limit: float) -> bool:
-        """Beyond `limit` with 95 % confidence (no confidence: the figure itself)."""
-        return found is not None and found[0] - (found[1] or 0) > limit
-
     for name in sorted({name for c in checkpoints for name in c.stats}):
-        mine = [(c, c.stats[name]) for c in checkpoints if name in c.stats]
-        later_points = [(c.step, c.t, stat) for c, stat in mine if c.cycle >= 2]
-        rss = growth([(step, t, stat[0]) for step, t, stat in later_points])
-        # Descriptors and threads gained over the span judged, ± their 95 % interval: an ESB's or an
-        # echo's sockets at a step's end depend on which connections the load left open (±10 over
-        # an hour, both ways); a leak of one per step is a steady line.
-        fds, threads = ((None if (found := pooled_slope_per_hour([(step, t, stat[i]) for step, t, stat in later_points]))
-                         is None else (found[0] * span_h, None if found[1] is None else found[1] * span_h))
-                        for i in (1, 2))
-        heaps = [(c.t, c.heaps[name]) for c in later if name in c.heaps]
-        live = growth([(0, t, h.live) for t, h in heaps])
-        native = growth([(0, t, h.native) for t, h in heaps])
-        first, last = mine[0][1], mine[-1][1]
-        lines.append(f"{name:24} {first[0] / 2**20:>6.0f}→{last[0] / 2**20:<6.0f} {shown(rss):>13} "
-                     + (f"{heaps[0][1].live / 2**20:>5.1f}→{heaps[-1][1].live / 2**20:<6.1f} {shown(live):>13} "
+        g = process_growth(name, checkpoints)
+        heaps = g.heaps
+        first, last = g.first, g.last
+        lines.append(f"{name:24} {first[0] / 2**20:>6.0f}→{last[0] / 2**20:<6.0f} {shown(g.rss):>13} "
+                     + (f"{heaps[0][1].live / 2**20:>5.1f}→{heaps[-1][1].live / 2**20:<6.1f} {shown(g.live):>13} "
                         f"{heaps[0][1].native / 2**20:>6.0f}→{heaps[-1][1].native / 2**20:<7.0f} "
-                        f"{shown(native):>13} {heaps[0][1].code_rss / 2**20:>4.1f}→{heaps[-1][1].code_rss / 2**20:<6.1f}"
+                        f"{shown(g.native):>13} {heaps[0][1].code_rss / 2**20:>4.1f}→{heaps[-1][1].code_rss / 2**20:<6.1f}"
                         if heaps else f"{'–':>12} {'–':>13} {'–':>14} {'–':>13} {'–':>11}")
-                     + f" {shown(fds):>11} {shown(threads):>11}")
-        # A JVM's RSS follows its committed heap, which G1 sizes up and down to -Xmx: judged instead
-        # are its live heap and what it holds beside the heap and the JIT's code, both after a full
-        # collection.
-        judged = (live, native) if heaps else (rss,)
-        if any(beyond(g, args.max_growth) for g in judged) or any(beyond(g, 2) for g in (fds, threads)):
+                     + f" {shown(g.fds):>11} {shown(g.threads):>11}"
+                     + ("" if g.by_heap or not heaps else f"  (RSS judged: jcmd answered {len(heaps)} of "
+                                                         f"{g.cycle_ends} cycle ends)"))
+        if g.growing(args.max_growth):
             failed.append(name)
     workers = [s for s in series.values() if s.name.startswith("worker ")]
     if workers:
@@ -399,8 +440,9 @@ def report(work: Path, results: Path, series: dict[str, Series], checkpoints: li
     judged = cycles >= 3
     lines.append("growing: " + (", ".join(failed) if failed else "none" if judged else "not judged (fewer than 3 "
                                 "cycles)") + f" (beyond {args.max_growth:g} %/hour with 95 % confidence: a JVM's "
-                 "live heap or its native memory beside heap and code cache, another process's RSS; or more "
-                 "than 2 descriptors or threads gained over the cycles judged, with the same confidence)")
+                 "live heap or its native memory beside heap and code cache (its RSS where jcmd did not answer at "
+                 "every cycle end), another process's RSS; or more than 2 descriptors or threads gained over the "
+                 "cycles judged, with the same confidence)")
     text = "\n".join(lines)
     print(text)
     (work / "soak-table.txt").write_text(text + "\n")
