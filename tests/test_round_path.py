@@ -68,9 +68,10 @@ def test_a_small_round_runs_end_to_end_and_writes_its_page(tmp_path, monkeypatch
     assert checked == {"iter-1": True, "iter-2": False}
     summary = pl.read_csv(folder / "report" / "summary.csv")
     assert summary.height == 2 * (3 + 2) and (summary["errors"] == 0).all()
-    # Both engines ran on the esb host throughout: the one not under test is watched as a neighbour.
+    # Both engines ran on the esb host throughout: the one not under test is watched as a neighbour (a
+    # 2-s window may hold no process reading: the monitor reads processes every 2 s).
     assert summary.filter(pl.col("target") == "camel")["esb_proc_cpu_mean"].min() > 0
-    assert summary["esb_neighbours_cpu_mean"].is_not_null().all()
+    assert summary["esb_neighbours_cpu_mean"].drop_nulls().len() >= summary.height - 2
     assert (folder / "capacity" / "capacity.csv").is_file() and (folder / "report" / "hlog.tar.gz").is_file()
     text = page.read_text()
     assert "### proxy, 1KB" in text and "### cbr, 1KB" in text and "### Capacity within the p99 goal" in text
