@@ -3,10 +3,17 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-long setup build build-and-test system-deps clean
+.PHONY: demo test test-long round round-quick setup build build-and-test system-deps clean
 
 demo: setup build
 	$(BIN)/esbperf demo
+
+# esbperf Round 1 (docs/round-1/README.md), as root: about 2 hours; the quick variant about 15 minutes.
+round: setup system-deps build
+	$(BIN)/esbperf round
+
+round-quick: setup system-deps build
+	$(BIN)/esbperf round --quick
 
 test: setup system-deps build-and-test
 	$(BIN)/pytest

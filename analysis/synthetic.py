@@ -104,8 +104,10 @@ def write_step(folder: Path, scenario: str, target: str, payload_bytes: int, pay
 
 def write_random_logs(folder: Path, rows: int, files: int, start_ms: int, end_ms: int,
                       mean_ms: float = 20.0, error_rate: float = 0.0, payload_bytes: int = 1024,
-                      seed: int = 1, micros: bool = True, lag_us: float | None = None) -> list[Path]:
-    """`rows` rows spread over `files` worker data logs, start times uniform in [start_ms, end_ms),
+                      seed: int = 1, micros: bool = True, lag_us: float | None = None,
+                      threads: int = 20) -> list[Path]:
+    """`rows` rows spread over `files` worker data logs (by `threads` threads), start times uniform in
+    [start_ms, end_ms),
     response times exponential around `mean_ms`, in µs (`Response us`) and whole ms (`Test time`);
     with `lag_us`, open-model columns too (start lags exponential around it)."""
     rng = np.random.default_rng(seed)
@@ -116,7 +118,7 @@ def write_random_logs(folder: Path, rows: int, files: int, start_ms: int, end_ms
         errors = (rng.random(n) < error_rate).astype(np.int64)
         us = np.maximum(1, rng.exponential(mean_ms * 1000, n).astype(np.int64))
         columns = {
-            "thread": rng.integers(0, 20, n), "run": np.arange(n) // 20, "test": np.ones(n, dtype=np.int64),
+            "thread": rng.integers(0, threads, n), "run": np.arange(n) // 20, "test": np.ones(n, dtype=np.int64),
             "start": np.sort(rng.integers(start_ms, end_ms, n)), "time": us // 1000, "errors": errors,
             "status": np.where(errors == 1, 500, 200), "request": np.full(n, payload_bytes),
             "response": np.full(n, payload_bytes) + rng.integers(40, 80, n)}
@@ -138,10 +140,12 @@ def write_random_logs(folder: Path, rows: int, files: int, start_ms: int, end_ms
 
 def write_monitor(folder: Path, role: str, start_ms: int, warmup_end_ms: int, end_ms: int,
                   cpu_percent: float, rx_mbit: float, tx_mbit: float, interfaces=("eth0",),
-                  gaps_ms: tuple[float, ...] = (), proc_cpu: tuple[float, ...] = ()) -> Path:
+                  gaps_ms: tuple[float, ...] = (), proc_cpu: tuple[float, ...] = (),
+                  watches: tuple[str, ...] = ()) -> Path:
     """Samples once a second: constant CPU, counters growing at the given rates (split over the
     interfaces), plus a loopback interface whose traffic must not count; every 2 s, one
-    `proc.cpu` row per value of `proc_cpu` (watched processes, % of one core)."""
+    `proc.cpu` row per value of `proc_cpu` (watched processes, % of one core), named by `watches`
+    (the monitor's --match texts) or `pid 4000`, `pid 4001`, …"""
     rows = []
     for t in range(start_ms, end_ms + 1, 1000):
         phase = "warmup" if t < warmup_end_ms else "measure"
@@ -153,7 +157,8 @@ def write_monitor(folder: Path, role: str, start_ms: int, warmup_end_ms: int, en
             rows.append((t, phase, "net.tx_bytes", name, tx_mbit * 1e6 / 8 * elapsed / len(interfaces)))
         rows.append((t, phase, "net.rx_bytes", "lo", 1e9 * elapsed))
         if (t - start_ms) % 2000 == 0:
-            rows += [(t, phase, "proc.cpu", f"pid {4000 + i}", value) for i, value in enumerate(proc_cpu)]
+            rows += [(t, phase, "proc.cpu", watches[i] if i < len(watches) else f"pid {4000 + i}", value)
+                     for i, value in enumerate(proc_cpu)]
     for i, gap in enumerate(gaps_ms):
         rows.append((warmup_end_ms + 1000 * (i + 1), "measure", "gap", "timeout", gap))
     frame = pl.DataFrame(rows, schema=["time_ms", "phase", "metric", "subject", "value"], orient="row")
@@ -211,6 +216,60 @@ def thesis_run(run_dir: Path, target: str, rows_per_step: int, files: int = 2, i
                 if gc and role != "client":
                     write_gc_log(folder, role, [(t, 2 + users / 40, 100 + users)
                                                 for t in range(meta["start_ms"] + 500, meta["end_ms"], 1000)])
+    return run_dir
+
+
+# --- a round's runs: several targets interleaved, as `esbperf round` runs them (tests/test_round.py) ---
+
+ROUND_ENGINES = {"nginx": ("floor", "nginx:"), "haproxy": ("floor", "haproxy -db -f"),
+                 "camel": ("ESB", "org.apache.camel.main.Main"), "synapse": ("ESB", "org.apache.synapse.SynapseServer")}
+
+
+def round_run(run_dir: Path, plan_name: str, targets: dict[str, float], scenarios: list[str],
+              payloads: dict[str, int], users: list[int], iterations: int, window_s: int = 4,
+              base_ms: float = 2.0, engine_cpu: float = 60.0, seed: int = 1, slower: dict | None = None,
+              busy: set | None = None) -> Path:
+    """A closed-model run of several targets interleaved step by step: each target's response times
+    exponential around base_ms × its factor in `targets` (direct 1.0, …) × (1 + users / 20), as many
+    transactions as Little's law gives its users in the window; the esb host's monitor watches every
+    engine of ROUND_ENGINES by its --match text, the target's own at engine_cpu × its factor, the
+    others idle. `slower` {(target, scenario, users, iteration): factor} slows one step down; in the
+    steps of `busy` {(target, scenario, users, iteration)} a neighbour engine is busy (30 % of a core)."""
+    engines = {name: {"kind": kind, "version": f"{name} 1.0"} for name, (kind, _) in ROUND_ENGINES.items()
+               if name in targets}
+    matches = {name: match for name, (_, match) in ROUND_ENGINES.items() if name in targets}
+    plan = plan_dict(plan_name, scenarios=scenarios, payloads=list(payloads.values()), users=users,
+                     duration_s=window_s, warmup_s=2, iterations=iterations)
+    write_run(run_dir, "+".join(targets), plan=plan, engine_matches=matches, engines=engines,
+              console_sample_interval_ms=250,
+              targets=[{"name": t, "kind": "direct" if t == "direct" else "esb", "esb": None if t == "direct" else t}
+                       for t in targets])
+    start = BASE_MS
+    n = 0
+    for it in range(1, iterations + 1):
+        order = list(targets)[(it - 1) % len(targets):] + list(targets)[:(it - 1) % len(targets)]
+        for scenario in scenarios:
+            for label, size in payloads.items():
+                for u in users:
+                    for target in order:
+                        n += 1
+                        folder = write_step(run_dir / target / scenario / label / str(u) / f"iter-{it}", scenario,
+                                            target, size, label, u, it, start_ms=start, warmup_s=2,
+                                            duration_s=window_s, plan=plan_name)
+                        meta = json.loads((folder / "step.json").read_text())
+                        factor = targets[target] * (slower or {}).get((target, scenario, u, it), 1.0)
+                        mean = base_ms * factor * (1 + u / 20) * (1 + size / 200_000)
+                        rows = max(400, round(u * window_s * 1000 / mean))
+                        write_random_logs(folder, rows, 1, meta["warmup_end_ms"], meta["end_ms"], mean_ms=mean,
+                                          payload_bytes=size, seed=seed * 100_000 + n, threads=u)
+                        idle = 30.0 if (target, scenario, u, it) in (busy or ()) else 0.5
+                        proc = [engine_cpu * targets[name] if name == target else idle for name in matches]
+                        for role in ROLES:
+                            write_monitor(folder, role, meta["start_ms"], meta["warmup_end_ms"], meta["end_ms"],
+                                          cpu_percent=30.0, rx_mbit=10.0, tx_mbit=10.0,
+                                          proc_cpu=tuple(proc) if role == ESB else (),
+                                          watches=tuple(matches.values()) if role == ESB else ())
+                        start += (window_s + 3) * 1000
     return run_dir
 
 

@@ -68,6 +68,26 @@ def test_cross_check_leaves_open_model_steps_alone_and_a_missing_wrk_is_one_line
     assert not (tmp_path / "never").exists()
 
 
+def test_a_plans_cross_check_iterations_choose_the_steps_wrk_measures(grinder, echoes, testbed_file, tmp_path):
+    """`cross_check_iterations: [1]`: wrk measures the first iteration's steps only; the others carry
+    no `xcheck` at all (no wrk time, nothing skipped), and the analysis's cross-check columns hold
+    the first iteration's figures alone."""
+    from esbperf.analysis.report import write_report
+    import polars as pl
+
+    the_plan = plans.load(write_plan(tmp_path / "first.yaml", scenarios=["proxy"], users=[2], duration_s=2,
+                                     warmup_s=1, iterations=2, cross_check_iterations=[1]))
+    run_dir = runner.start(the_plan, "direct", topology.load(testbed_file), tmp_path / "results", cross_check="wrk")
+    steps = step_records(run_dir)
+    assert sorted(steps) == ["direct/proxy/1KB/2/iter-1", "direct/proxy/1KB/2/iter-2"]
+    first, second = steps["direct/proxy/1KB/2/iter-1"], steps["direct/proxy/1KB/2/iter-2"]
+    assert first["xcheck"]["tool"] == "wrk" and first["xcheck"]["tps"] > 10 and "xcheck" in first["phases_s"]
+    assert "xcheck" not in second and "xcheck" not in second["phases_s"]
+    summary = pl.read_csv(write_report([run_dir], tmp_path / "report") / "summary.csv").sort("iteration")
+    assert summary["xcheck_tps"][0] == pytest.approx(first["xcheck"]["tps"], abs=1e-3) and summary["xcheck_tps"][1] is None
+    assert summary["xcheck_skipped"].fill_null("").to_list() == ["", ""]
+
+
 def test_esbperf_wrk_and_the_console_agree_on_a_real_step(grinder, echoes, tmp_path):
     """4 users against a ws1 answering 20 ms late, measured for 3 s well after the worker JVM's
     compilation (12 s warm-up): both clients see the back end's pace (on a shared 2-core machine a

@@ -1,7 +1,7 @@
 """The esbperf command line: one command per concern. A service's command lives beside the
 service (esbperf/services/), the testbed's in esbperf/testbed/cli.py, the analysis's in
 analysis/cli.py; the commands that put the layers together (`run`, which reports after the run,
-and `demo`) live here, so that no layer below imports the ones above it.
+`demo` and `round`) live here, so that no layer below imports the ones above it.
 
 Commands are imported only when run, so `esbperf --help` stays fast and a command's heavy
 imports (polars, matplotlib) cost nothing to the others.
@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "monitor": ("esbperf.services.monitor:monitor", "Start the sigar CPU/network monitor for a host role."),
     "run": ("esbperf.cli.run:run", "Run a sweep plan against a target through the console."),
     "capacity": ("esbperf.cli.capacity:capacity", "Find the highest rate a target holds within a p99 latency goal."),
+    "round": ("esbperf.cli.round:round_command", "Rerun a public round (Round 1) with one command, page and comparison."),
     "report": ("esbperf.analysis.cli:report", "Summarise runs: summary.csv, graphs, report.html."),
     "compare": ("esbperf.analysis.cli:compare", "Overlay runs and tabulate their ratios."),
     "testbed": ("esbperf.testbed.cli:testbed", "Bring the emulated five-host testbed up or down, or check a LAN one."),

@@ -94,6 +94,17 @@ def _figure(value, spec: str) -> str:
     return "–" if value is None else format(value, spec)
 
 
+def bisections(goal: capacities.Goal) -> int:
+    """The bisections that narrow a bracket of one growth step (× 2) to the goal's precision."""
+    return math.ceil(math.log2(math.log(capacities.GROWTH) / math.log(1 + goal.precision)))
+
+
+def search_probes(goal: capacities.Goal, capacity_over_start: float) -> int:
+    """The probes of a search whose capacity lies between start_rate and `capacity_over_start` ×
+    start_rate, at most: the first, the doublings until one is over, then the bisections."""
+    return math.floor(math.log(capacity_over_start, capacities.GROWTH)) + 2 + bisections(goal)
+
+
 def print_dry_run(plan: plans.Plan, targets: list[str], testbed: topology.Testbed, console: Console) -> None:
     """The searches a run would make and a bound on their wall time; nothing started."""
     from esbperf.run import preflight
@@ -102,7 +113,7 @@ def print_dry_run(plan: plans.Plan, targets: list[str], testbed: topology.Testbe
     # Probes before bisecting: doublings up to max_rate, or halvings down to MIN_RATE, and the first.
     grow = max(math.floor(math.log(goal.max_rate / goal.start_rate, capacities.GROWTH)) + 2,
                math.floor(math.log(goal.start_rate / capacities.MIN_RATE, capacities.GROWTH)) + 2)
-    bisect = math.ceil(math.log2(math.log(capacities.GROWTH) / math.log(1 + goal.precision)))
+    bisect = bisections(goal)
     first = plan.steps(targets)
     guess = estimate.estimate(plan, first)
     per_probe = guess.steps[0][1]
@@ -111,8 +122,9 @@ def print_dry_run(plan: plans.Plan, targets: list[str], testbed: topology.Testbe
                   f"{len(plan.payloads)} payload(s) × {', '.join(targets)}), each from {goal.start_rate:g}/s, "
                   f"× {capacities.GROWTH:g} until a probe is over the goal (at most {goal.max_rate:g}/s), then at most "
                   f"{bisect} bisections to {100 * goal.precision:g} %")
+    typical = search_probes(goal, 8)
     console.print(f"a probe takes about {estimate.duration(per_probe)}; a search whose capacity is 8 × start_rate "
-                  f"takes {5 + bisect} probes ({estimate.duration((5 + bisect) * per_probe)}), at most "
+                  f"takes {typical} probes ({estimate.duration(typical * per_probe)}), at most "
                   f"{grow + bisect} ({estimate.duration((grow + bisect) * per_probe)}); the run's own overhead "
                   f"{estimate.duration(guess.run_overhead_s)}. Plan and testbed are valid; nothing was started")
 

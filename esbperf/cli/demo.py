@@ -20,11 +20,9 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from esbperf.cli.launch import launched
 from esbperf.core import plan as plans, topology
 from esbperf.run import runner
-
-from esbperf import testbed as testbeds
-from esbperf.testbed import hosts, install, services
 from esbperf.core.config import state_dir
 from esbperf.core.errors import EsbperfError
 from esbperf.core.project import CONTROL_API, GRINDER_HOME, HTTP_CLIENT, JAXWS_ECHO, MONITOR, ensure_built
@@ -55,32 +53,7 @@ def run_demo(testbed_name: str | Path, esb: str, out: Path, console: Console,
     the_plans = [plans.load(name) for name in plan_names]
     demo_dir = out.resolve() / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
     demo_dir.mkdir(parents=True, exist_ok=False)
-    workdir = state_dir() / demo_dir.name
-    brought_up = []
-    console.print(f"testbed {testbed.name}: {testbed.cpu_split()}")
-    if testbed.emulated:
-        if os.geteuid() != 0:
-            raise EsbperfError("the emulated testbed needs root (network namespaces); run as root or use --testbed local")
-        brought_up = testbeds.up(testbed)
-        if brought_up:
-            console.print(f"testbed {testbed.name}: up ({len(brought_up)} changes)")
-        else:   # someone else's (or a killed run's): not ours to remove
-            console.print(f"testbed {testbed.name}: was already up; it stays up (`esbperf testbed down` removes it)")
-    group = None
-    started = False
-    try:
-        if ssh:
-            install.install(testbed, echo=lambda line: console.print(f"installed {line}"))
-            started = True   # from here on, whatever was started is stopped again
-            hosts.start(testbed, esb, echo=lambda line: console.print(f"started {line}"), root=workdir)
-            launcher = dict(local_state_dirs=hosts.local_agent_states(testbed, workdir),
-                            token_file=hosts.console_token(testbed, workdir),
-                            restart_esb=hosts.esb_restarter(testbed, "per-step", workdir))
-        else:
-            group = services.start(testbed, esb, workdir, echo=console.print)
-            launcher = dict(local_state_dirs=services.state_dirs(workdir),
-                            token_file=services.console_token_file(workdir),
-                            restart_esb=services.esb_restarter(group, testbed))
+    with launched(testbed, esb, state_dir() / demo_dir.name, console, ssh=ssh) as launcher:
         runs: list[Path] = []
         for the_plan in the_plans:
             # The ESB and its baseline step by step in one run, so drift hits both alike; the client's
@@ -90,15 +63,6 @@ def run_demo(testbed_name: str | Path, esb: str, out: Path, console: Console,
                                      after=runs[-1] if runs else None, **launcher))
         from esbperf.analysis.report import write_report   # matplotlib only once there is data
         report = write_report(runs, demo_dir / "report")
-    finally:
-        if group:
-            group.stop_all()
-        if started:
-            for line in hosts.stop(testbed, root=workdir)[1]:
-                console.print(f"[red]could not stop: {line}[/red]")
-        if brought_up:
-            testbeds.down(testbed)
-            console.print(f"testbed {testbed.name}: down")
     return report
 
 

@@ -137,8 +137,10 @@ def run(**options) -> int:
         plan, script = _new_plan(options, mode)
         testbed = topology.load(options["testbed_name"])
         if options["dry_run"]:
-            (capacity.print_dry_run if plan.capacity else runner.dry_run)(plan, list(options["target_names"]), testbed,
-                                                                          console())
+            if plan.capacity:
+                capacity.print_dry_run(plan, list(options["target_names"]), testbed, console())
+            else:
+                runner.dry_run(plan, list(options["target_names"]), testbed, console(), options["cross_check"])
             return 0
         start = capacity.start if plan.capacity else runner.start   # a capacity plan's search chooses its steps
         folder = start(plan, list(options["target_names"]), testbed, options["out"], verify=verify,

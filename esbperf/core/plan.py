@@ -44,6 +44,8 @@ FIELDS = {
     "timeout_s": "seconds to wait for an answer (positive number)",
     "max_threads_per_process": "worker threads per worker process at most (positive integer)",
     "restart": "per-run (the ESB runs through the whole run) or per-step (restarted and verified before each step)",
+    "cross_check_iterations": "the iterations a run with --cross-check measures with the independent client too: a "
+                              "list of iteration numbers, each at most `iterations` (default: every iteration)",
     "capacity": "the goal of a capacity search: {p99_ms: MS, max_error_percent: PERCENT, precision: SHARE, "
                 "start_rate: RATE, max_rate: RATE} (docs/capacity.md); the search chooses the rates",
 }
@@ -156,6 +158,8 @@ class Plan:
     arrivals: str = "uniform"   # open model: evenly spaced, or Poisson (exponential gaps)
     seed: int | None = None     # Poisson arrivals' seed (the runner draws one when the plan has none)
     capacity: capacities.Goal | None = None   # a capacity search per target, scenario and payload
+    # With --cross-check: the iterations whose closed-model steps are measured by wrk too (empty: all).
+    cross_check_iterations: list[int] = field(default_factory=list)
     source: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -190,6 +194,10 @@ class Plan:
                     for users, rate in self.loads():
                         out += [Step(s, size, users, i, t, rate, file) for t in order]
         return out
+
+    def cross_checks(self, iteration: int) -> bool:
+        """Whether a run with --cross-check measures this iteration's closed-model steps with wrk too."""
+        return not self.cross_check_iterations or iteration in self.cross_check_iterations
 
     def sizes(self) -> list[int]:
         """Every payload's size in bytes, generated or a file's."""
@@ -257,6 +265,8 @@ class Plan:
             d["warmup_min_s"], d["warmup_s"] = d["warmup_s"], "auto"
         else:
             d.pop("warmup_max_s")
+        if not d["cross_check_iterations"]:
+            d.pop("cross_check_iterations")
         if self.capacity is None:
             d.pop("capacity")
         else:
@@ -381,6 +391,8 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
     keepalive = data.get("keepalive", True)
     if not isinstance(keepalive, bool):
         fail("keepalive", keepalive)
+    iterations = number("iterations", 1, 1, integer=True)
+    checked = _cross_check_iterations(data, source, iterations, bool(rates or goal))
     warmup_auto = data.get("warmup_s") == "auto"
     if warmup_auto:
         warmup_s = number("warmup_min_s", 1, 0, strict=False)
@@ -400,16 +412,35 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
         scenarios=list(scenario_list), payloads=payloads, users=users, rates=rates, script=script,
         duration_s=number("duration_s", None, 0),
         warmup_s=warmup_s, warmup_auto=warmup_auto, warmup_max_s=warmup_max_s,
-        iterations=number("iterations", 1, 1, integer=True),
+        iterations=iterations,
         keepalive=keepalive,
         timeout_s=number("timeout_s", 120, 0),
         max_threads_per_process=number("max_threads_per_process", 100, 1, integer=True),
         restart=restart,
         payload_check=payload_check,
         target_warmup_s=number("target_warmup_s", 0, 0, strict=False),
-        arrivals=arrivals, seed=seed, capacity=goal,
+        arrivals=arrivals, seed=seed, capacity=goal, cross_check_iterations=checked,
         source=source,
     )
+
+
+def _cross_check_iterations(data: dict, source: str, iterations: int, open_model: bool) -> list[int]:
+    """The plan's `cross_check_iterations`, checked: iteration numbers of this plan, each once."""
+    if "cross_check_iterations" not in data:
+        return []
+    value = data["cross_check_iterations"]
+    if open_model:
+        raise EsbperfError(f"{source}: field 'cross_check_iterations' applies to closed-model steps; an open-model "
+                           "plan (rates or capacity) is never cross-checked (wrk has no arrival rate): remove it")
+    if not isinstance(value, list) or not value:
+        raise EsbperfError(f"{source}: field 'cross_check_iterations' must be a non-empty list: "
+                           f"{FIELDS['cross_check_iterations']}; got {value!r}")
+    for i, n in enumerate(value):
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= iterations:
+            raise EsbperfError(f"{source}: cross_check_iterations[{i}]: must be an iteration of the plan, 1 to "
+                               f"{iterations} (its `iterations`), got {n!r}")
+    _once(source, "cross_check_iterations", value)
+    return sorted(value)
 
 
 def _payloads(items: list, scenario_list: list[str], source: str, script: str) -> list:

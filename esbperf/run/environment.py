@@ -9,6 +9,7 @@ from pathlib import Path
 
 from esbperf import __version__
 from esbperf.core import procs
+from esbperf.services import esb
 from esbperf.core.project import ROOT
 
 
@@ -41,6 +42,38 @@ def java_version() -> str | None:
     return _first(r'version "([^"]+)"', out.stderr) or out.stderr.strip().splitlines()[0]
 
 
+CPUFREQ = Path("/sys/devices/system/cpu")
+
+
+def cpu_frequency(root: Path = CPUFREQ) -> dict:
+    """How the CPUs' frequency is governed: cpufreq's driver, governor and range per distinct setting
+    (with the CPUs that have it), or why it cannot be read; and whether the CPU says it runs under a
+    hypervisor (a virtual machine's host decides its frequency)."""
+    settings: dict[tuple, list[int]] = {}
+    for folder in sorted(root.glob("cpu[0-9]*/cpufreq"), key=lambda p: int(p.parent.name[3:])):
+        read = (lambda name: _read(str(folder / name)).strip() or None)
+        key = (read("scaling_driver"), read("scaling_governor"), read("scaling_min_freq"), read("scaling_max_freq"))
+        settings.setdefault(key, []).append(int(folder.parent.name[3:]))
+    flags = _first(r"^flags\s*:\s*(.+)$", _read("/proc/cpuinfo")) or ""
+    found = {"hypervisor": "hypervisor" in flags.split()}
+    if not settings:
+        found["policy"] = None
+        found["why_not"] = f"no cpufreq under {root} (no frequency driver: " + \
+            ("a virtual machine, whose host sets the frequency)" if found["hypervisor"] else "none loaded)")
+        return found
+    found["policy"] = [{"cpus": cpus, "driver": d, "governor": g,
+                        "min_mhz": int(lo) // 1000 if lo and lo.isdigit() else None,
+                        "max_mhz": int(hi) // 1000 if hi and hi.isdigit() else None}
+                       for (d, g, lo, hi), cpus in settings.items()]
+    return found
+
+
+def engines(names: list[str]) -> dict[str, dict]:
+    """Each engine's kind, version and settings (esbperf/services/esb.py describe), for run.json; an
+    engine that is no folder esbperf knows (a team's own ESB started by hand) is left out."""
+    return {name: esb.describe(name) for name in dict.fromkeys(names) if name in esb.ENGINES}
+
+
 def describe() -> dict:
     meminfo = _read("/proc/meminfo")
     total_kb = _first(r"^MemTotal:\s+(\d+)", meminfo)
@@ -50,6 +83,7 @@ def describe() -> dict:
         "kernel": platform.release(),
         "cpu": _first(r"^model name\s*:\s*(.+)$", _read("/proc/cpuinfo")) or platform.processor(),
         "cores": os.cpu_count(),
+        "cpu_frequency": cpu_frequency(),
         "memory_bytes": int(total_kb) * 1024 if total_kb else None,
         "python": platform.python_version(),
         "java": java_version(),

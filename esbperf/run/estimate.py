@@ -18,8 +18,12 @@ from esbperf.core.config import state_dir
 from esbperf.core.plan import Plan, Step
 
 HISTORY = 50
-DEFAULTS = {"startup_s": 3.0, "tail_s": 2.0, "calibration_s": 9.0, "run_overhead_s": 5.0, "auto_warmup_s": 5.0}
+DEFAULTS = {"startup_s": 3.0, "tail_s": 2.0, "calibration_s": 9.0, "run_overhead_s": 5.0, "auto_warmup_s": 5.0,
+            # `esbperf round`: bringing the testbed up, starting every engine and verifying them; and the
+            # report and page afterwards, per step and probe analysed.
+            "round_setup_s": 180.0, "round_report_per_step_s": 0.5}
 FILE_NAME = "runner-overheads.json"
+XCHECK_TAIL_S = 0.5   # wrk's own start and end beside the seconds it measures
 
 
 def _file() -> Path:
@@ -47,6 +51,12 @@ def remember(**seconds: float) -> None:
         os.replace(tmp, path)
     except OSError:
         pass
+
+
+def median(kind: str) -> float:
+    """The median of what this machine measured of `kind` (a DEFAULTS key), or its default."""
+    values = _load().get(kind)
+    return statistics.median(values) if values else DEFAULTS[kind]
 
 
 def remember_step(record: dict) -> None:
@@ -77,7 +87,15 @@ class Estimate:
         return self.run_overhead_s + sum(s for _, s in self.steps)
 
 
-def estimate(plan: Plan, steps: list[Step]) -> Estimate:
+def cross_check_seconds(plan: Plan, step: Step, cross_check: str | None) -> float:
+    """What the cross-check adds to a step: wrk for the step's measured duration, when the run has one
+    and the step is a closed-model step of an iteration the plan cross-checks (esbperf/run/crosscheck.py)."""
+    if not cross_check or step.model != "closed" or not plan.cross_checks(step.iteration):
+        return 0.0
+    return plan.duration_s + XCHECK_TAIL_S
+
+
+def estimate(plan: Plan, steps: list[Step], cross_check: str | None = None) -> Estimate:
     history = _load()
     median = {k: statistics.median(history[k]) if history.get(k) else v for k, v in DEFAULTS.items()}
     per_step = step_seconds(plan, median["startup_s"], median["tail_s"], median["auto_warmup_s"])
@@ -85,7 +103,8 @@ def estimate(plan: Plan, steps: list[Step]) -> Estimate:
     if plan.target_warmup_s:   # each target warmed up once, each scenario's workers started once
         warmups = len({s.target for s in steps}) * (len(plan.scenarios) or 1)
         per_run += len({s.target for s in steps}) * plan.target_warmup_s + warmups * median["startup_s"]
-    return Estimate([(s, per_step) for s in steps], per_run, len(history.get("tail_s") or []))
+    return Estimate([(s, per_step + cross_check_seconds(plan, s, cross_check)) for s in steps], per_run,
+                    len(history.get("tail_s") or []))
 
 
 def duration(seconds: float) -> str:

@@ -61,6 +61,8 @@ def _record(plan: plans.Plan, targets: dict[str, topology.Target], testbed: topo
         "engine_matches": {name: e.match for name, e in engines.load_all().items()
                            if name in testbed.hosts["esb"].esb_ports},
         "environment": environment.describe(),
+        # What each engine under test is and how it is set (its version, heap and options, or program).
+        "engines": environment.engines([t.esb for t in targets.values() if t.kind == "esb"]),
         "versions": {"grinder": grinder_version},
         "jvm_args": {"console": ConsoleConfig.load().jvm_args, "agent": AgentConfig.load().agent_jvm_args,
                      "worker": AgentConfig.load().worker_jvm_args},
@@ -394,14 +396,17 @@ def _execute_interruptibly(ctx: RunContext, client: ControlClient, console: Cons
                       f"{ctx.dir}); `esbperf run --resume {ctx.dir}` repeats them")
 
 
-def dry_run(plan: plans.Plan, target_names: list[str], testbed: topology.Testbed, console: Console) -> estimate.Estimate:
-    """Print every step of the run and its estimated wall time; start nothing, contact nothing."""
+def dry_run(plan: plans.Plan, target_names: list[str], testbed: topology.Testbed, console: Console,
+            cross_check: str | None = None) -> estimate.Estimate:
+    """Print every step of the run and its estimated wall time (with `cross_check`, the independent
+    client's seconds too); start nothing, contact nothing."""
     targets = preflight.targets_of(testbed, target_names, plan)
     steps = plan.steps(list(targets))
     agents = testbed.load_roles
     plan.check_agents(len(agents), AgentConfig.load().max_worker_processes,
                       f"the {len(agents)} load host(s) of {testbed.path} (an agent each)")
-    guess = estimate.estimate(plan, steps)
+    guess = estimate.estimate(plan, steps, cross_check)
+    checked = sum(estimate.cross_check_seconds(plan, step, cross_check) > 0 for step in steps)
     table = Table(title=f"{plan.name} against {', '.join(targets)}: {len(steps)} steps "
                         f"({plan.model} model, {len(agents)} load host(s): {', '.join(agents)})")
     for column in ("#", "target", "scenario", "payload", "users" if plan.model == "closed" else "rate/s (threads)",
@@ -417,6 +422,8 @@ def dry_run(plan: plans.Plan, target_names: list[str], testbed: topology.Testbed
              if guess.measured_steps else "defaults: no step measured on this machine yet")
     console.print(f"estimated wall time: {estimate.duration(guess.total_s)} ({estimate.duration(guess.run_overhead_s)} "
                   f"for the run's preflight, then per step the warm-up {plan.warmup_label()} or longer while workers "
-                  f"start, the measurement {plan.duration_s:g} s, and the step's tail; {basis}). "
+                  f"start, the measurement {plan.duration_s:g} s, and the step's tail"
+                  + (f"; {cross_check} measures {checked} of the steps for {plan.duration_s:g} s more" if checked else "")
+                  + f"; {basis}). "
                   "Plan and testbed are valid; nothing was started")
     return guess

@@ -8,7 +8,8 @@
     collect   every agent's logs home, checked whole; the console's totals, the monitors'
               samples, the GC windows and the network faults of the window
     check     enough threads loaded the target; a target that errs still answers
-    xcheck    with `--cross-check wrk`: wrk measures the same target and requests (crosscheck.py)
+    xcheck    with `--cross-check wrk`: wrk measures the same target and requests (crosscheck.py), in
+              the iterations the plan's `cross_check_iterations` names (default: every one)
 
 Each phase's wall time is in step.json (`phases_s`). A step that did not measure what it should
 is never counted: it is kept aside whole, with the reason in its step.json, as
@@ -227,7 +228,7 @@ class StepRunner:
                 problems = self._collect(a)
             with self._phase("check"):
                 self._check(a, problems)
-            if self.ctx.cross_check:
+            if self.ctx.cross_check and self.ctx.plan.cross_checks(step.iteration):   # the plan's iterations
                 with self._phase("xcheck"):
                     a.record["xcheck"] = self._cross_check(a)
         except ConsoleLost as problem:

@@ -10,7 +10,9 @@ handed over at start, never written into an engine's folder: the engine's argume
 files (copied into its work folder) carry @TOKENS@ that are filled here."""
 from __future__ import annotations
 
+import re
 import shutil
+import subprocess
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -157,6 +159,44 @@ def engine(name: str) -> Engine:
                            f"engine.yaml: esb-projects/README.md)") from None
 
 
+def require_installed(name: str) -> None:
+    """One line when a program engine's program is not on this host's PATH."""
+    e = engine(name)
+    if e.program and shutil.which(e.program) is None:
+        raise EsbperfError(f"{e.program} is not installed on this host (Debian: apt-get install -y {e.program}); "
+                           f"without it, leave {name} out of the testbed's hosts.esb.esb_ports")
+
+
+def describe(name: str) -> dict:
+    """What a run records of an engine (run.json `engines`): its kind, its version as far as esbperf
+    can tell without starting it, and the settings its engine.yaml gives (JVM heap and options, or the
+    program and its arguments)."""
+    e = engine(name)
+    record: dict = {"kind": e.kind, "version": version(e), "serves": list(e.serves) if e.serves else "all"}
+    if e.module:
+        record.update(heap=HEAP, jvm_options=list(e.jvm_options), main=e.main)
+    else:
+        record.update(command=[e.program, *e.arguments])
+    return record
+
+
+def version(e: Engine) -> str:
+    """A JVM engine: the versions of the jars named after it in its build's lib folder (camel-*.jar:
+    the engine's own libraries); a program: the first line `PROGRAM -v` prints (nginx and HAProxy
+    say their version so). What cannot be read is said so."""
+    if e.module:
+        lib = e.module.jar.parent / "lib"
+        found = {m.group(1) for jar in lib.glob(f"{e.name}-*.jar")
+                 if (m := re.search(r"-(\d[\w.]*?)\.jar$", jar.name))}
+        return f"{e.name}-*.jar {', '.join(sorted(found))}" if found else f"unknown (no {e.name}-*.jar in {lib})"
+    try:
+        out = subprocess.run([e.program, "-v"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"unknown ({e.program} -v: {err})"
+    lines = (out.stdout + out.stderr).strip().splitlines()
+    return lines[0].strip() if lines else f"unknown ({e.program} -v printed nothing)"
+
+
 def unserved(name: str, scenarios: list[str]) -> list[str]:
     """Those of `scenarios` (the contract's names) that engine `name` does not serve. An engine
     esbperf does not start (a team's own ESB in the testbed file) is taken to meet the whole
@@ -190,9 +230,7 @@ def esb_process(name: str, host: str, port: int, backends: dict[str, str], workd
         raise EsbperfError(f"back-end timeout must be 1-3600 s, got {backend_timeout_s!r}")
     backends = _check_backends(backends)
     heap_limit = gc.heap_option(heap, "ESB") if e.module else None
-    if e.program and shutil.which(e.program) is None:
-        raise EsbperfError(f"{e.program} is not installed on this host (Debian: apt-get install -y {e.program}); "
-                           f"without it, leave {name} out of the testbed's hosts.esb.esb_ports")
+    require_installed(name)
     procs.check_port_free(host, port, e.what)
     workdir = Path(workdir or state_dir() / "esb" / f"{name}-{port}")
     workdir.mkdir(parents=True, exist_ok=True)

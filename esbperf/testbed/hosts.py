@@ -21,7 +21,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from esbperf.core.config import state_dir
 from esbperf.core.errors import EsbperfError
@@ -59,15 +59,16 @@ class Service:
         return self.role
 
 
-def engines_on_esb_host(testbed: Testbed, esb: str | None, floors: bool) -> list[str]:
-    """What runs on the esb host: `esb` (default: the first of hosts.esb.esb_ports), and with
-    `floors` every floor the testbed gives a port, so a run can draw them beside it."""
+def engines_on_esb_host(testbed: Testbed, esb: str | Sequence[str] | None, floors: bool) -> list[str]:
+    """What runs on the esb host: `esb` (one engine, or several: a round measures them all;
+    default: the first of hosts.esb.esb_ports), and with `floors` every floor the testbed gives a
+    port, so a run can draw them beside it."""
     ports = testbed.hosts["esb"].esb_ports
-    chosen = [esb] if esb else list(ports)[:1]
+    chosen = [esb] if isinstance(esb, str) else list(esb) if esb else list(ports)[:1]
     return chosen + [name for name in ports if floors and name in FLOORS and name not in chosen]
 
 
-def plan(testbed: Testbed, esb: str | None, testbed_arg: Callable[[str], str], watch: bool = True,
+def plan(testbed: Testbed, esb: str | Sequence[str] | None, testbed_arg: Callable[[str], str], watch: bool = True,
          floors: bool = False) -> list[Service]:
     """Every service of the testbed in the order they start, host by host: the back ends, the ESB
     (with `floors`: then each floor with a port in the testbed), the client (console first, then

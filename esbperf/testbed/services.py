@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from esbperf.core import procs
 from esbperf.core import roles
@@ -33,11 +33,17 @@ def console_token_file(workdir: Path) -> Path:
     return console.token_file(state_dir_of(workdir, "client") / "console")
 
 
+def process_name(service: hosts.Service) -> str:
+    """A started service's name in the group (and its log's, `<role>-<name>.log`): `echo ws1`,
+    `esb-camel esb`, `console client`."""
+    return f"{service.name} {service.role}"
+
+
 def esb_restarter(group: procs.ProcessGroup, testbed: Testbed) -> Callable[[str], int]:
-    """Restart the ESB that `start` started (a plan with `restart: per-step`): the same command,
+    """Restart an ESB that `start` started (a plan with `restart: per-step`): the same command,
     stopped and started again, ready when its port answers; returns the pid of the ESB's JVM."""
     def restart(esb: str) -> int:
-        [process] = [p for p in group.processes if p.name == "esb esb"]
+        [process] = [p for p in group.processes if p.name == f"esb-{esb} esb"]
         host = testbed.hosts["esb"]
         process.stop()
         process.start()
@@ -47,17 +53,18 @@ def esb_restarter(group: procs.ProcessGroup, testbed: Testbed) -> Callable[[str]
     return restart
 
 
-def start(testbed: Testbed, esb: str | None, workdir: Path, echo=print) -> procs.ProcessGroup:
-    """Start everything; on any failure stop what was started and raise."""
+def start(testbed: Testbed, esb: str | Sequence[str] | None, workdir: Path, echo=print) -> procs.ProcessGroup:
+    """Start everything, with on the esb host the engine `esb` (or each of several: a round starts
+    every engine it measures at once); on any failure stop what was started and raise."""
     esb = esb or next(iter(testbed.hosts["esb"].esb_ports), None)   # as host_commands chooses
     group = procs.ProcessGroup()
     try:
         for service in hosts.plan(testbed, esb, lambda role: str(testbed.path)):
-            role, kind = service.role, service.kind
+            role = service.role
             argv = [part for token in testbed.command(role, list(service.argv))
                     for part in ([sys.executable, "-m", "esbperf"] if token == "esbperf" else [token])]
-            name = f"{kind} {role}"
-            process = group.add(procs.Process(name, argv, workdir / f"{role}-{kind}.log", cwd=workdir,
+            name = process_name(service)
+            process = group.add(procs.Process(name, argv, workdir / f"{role}-{service.name}.log", cwd=workdir,
                                               env={"ESBPERF_STATE": str(state_dir_of(workdir, role))}))
             process.start()
             where = service.ready

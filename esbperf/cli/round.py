@@ -1,0 +1,325 @@
+"""`esbperf round`: a public round rerun with one command (console-config/rounds/<name>.yaml; Round 1's
+page and rules: docs/round-1/README.md).
+
+    esbperf round [--quick] [--out DIR] [--publish]   measure the round, write its page, compare it
+    esbperf round --dry-run [--quick]                 its runs and estimated wall time; nothing started
+    esbperf round --from DIR [--publish]              a finished round's report, page and comparison again
+
+In order: build what is missing; bring the round's testbed up (the emulated one: root) and start
+the echo services and every engine the round measures on the esb host at once (the launcher of
+`esbperf demo`, esbperf/cli/launch.py); verify every target in every scenario it is measured in, at
+every payload, and keep the log (verification.csv); run the closed plan — split where the floors do
+not serve a scenario, each part one run of its targets interleaved, the independent client on the
+plan's cross_check_iterations — then every capacity search; stop everything; write the report of
+the closed runs, the capacity tables, and the round's page (the published page's rules with this
+round's figures); compare it with the published round. --publish copies what a published round
+holds into its folder (docs/round-1/), at most 20 MB."""
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import time
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from esbperf.cli import capacity as capacity_cli
+from esbperf.cli.launch import launched
+from esbperf.cli.run import console as run_console
+from esbperf.core import rounds, topology
+from esbperf.core.config import AgentConfig, state_dir
+from esbperf.core.errors import EsbperfError
+from esbperf.core.project import CONTROL_API, GRINDER_HOME, HTTP_CLIENT, JAXWS_ECHO, MONITOR, ensure_built
+from esbperf.results import layout
+from esbperf.run import crosscheck, estimate, preflight, runner
+from esbperf.run.verify import verify_target
+from esbperf.services import esb
+
+ROUND_FILE = "round.json"
+RUNS = "runs"
+MAX_PUBLISHED_BYTES = 20_000_000
+# What a published round holds, relative to the round's folder (runs/<run>/run.json: each run's manifest).
+PUBLISHED = ("round.json", "verification.csv", "README.md", "figures.csv", "report/report.html",
+             "report/summary.csv", "report/aggregate.csv", "report/hlog.tar.gz", "report/graphs", "capacity")
+# The capacity searches' starts are chosen within a quarter to a half of the capacities measured here:
+# the estimate assumes each capacity lies within 4 × its start rate.
+CAPACITY_OVER_START = 4
+
+
+# --- what a round is made of, checked before anything starts ------------------------------------
+
+def parts_of(rnd: rounds.Round, quick: bool, testbed: topology.Testbed) -> list[rounds.Part]:
+    """The round's runs, each checked as `esbperf run` checks a run (targets, scenarios they serve,
+    agents' worker processes); one line for the first that fails."""
+    parts = rnd.variant(quick).parts(testbed)
+    agents = len(testbed.load_roles)
+    for part in parts:
+        preflight.targets_of(testbed, list(part.targets), part.plan)
+        part.plan.check_agents(agents, AgentConfig.load().max_worker_processes, f"the {agents} load host(s)")
+    return parts
+
+
+def engines_of(parts: list[rounds.Part], testbed: topology.Testbed) -> list[str]:
+    """The engines on the esb host that the round measures, in the order they are first measured."""
+    names = [testbed.target(t).esb for part in parts for t in part.targets if testbed.target(t).kind == "esb"]
+    return list(dict.fromkeys(names))
+
+
+def refuse(rnd: rounds.Round, quick: bool, publish: bool, testbed: topology.Testbed) -> None:
+    """One line for what the round cannot do here, before anything is built or started."""
+    if publish and quick:
+        raise EsbperfError(f"--publish publishes the full round into {rnd.published}; a --quick round is checked "
+                           "against it, never published")
+    if testbed.emulated and os.geteuid() != 0:
+        raise EsbperfError(f"esbperf round measures on the {testbed.name} testbed (network namespaces), which needs "
+                           "root: run it as root (sudo make round)")
+    crosscheck.require(rnd.cross_check)
+
+
+def estimate_seconds(rnd: rounds.Round, quick: bool, testbed: topology.Testbed) -> tuple[list[tuple[str, float]], float]:
+    """Each run's estimated wall time (the runner's estimate from this machine's medians; a capacity
+    run: searches × the probes of a capacity within CAPACITY_OVER_START × its start), and the total with
+    the round's set-up and report."""
+    rows, analysed = [], 0
+    for part in parts_of(rnd, quick, testbed):
+        steps = part.plan.steps(list(part.targets))
+        guess = estimate.estimate(part.plan, steps, rnd.cross_check if part.kind == "closed" else None)
+        if part.kind == "closed":
+            seconds = guess.total_s
+            analysed += len(steps)
+        else:
+            probes = len(steps) * capacity_cli.search_probes(part.plan.capacity, CAPACITY_OVER_START)
+            seconds = guess.run_overhead_s + probes * guess.steps[0][1]
+            analysed += probes
+        rows.append((f"{part.kind} {part.describe()}: {len(steps)} {'steps' if part.kind == 'closed' else 'searches'}",
+                     seconds))
+    total = sum(s for _, s in rows) + estimate.median("round_setup_s") + \
+        analysed * estimate.median("round_report_per_step_s")
+    return rows, total
+
+
+def print_dry_run(rnd: rounds.Round, quick: bool, console: Console) -> None:
+    testbed = topology.load(rnd.testbed)
+    rows, total = estimate_seconds(rnd, quick, testbed)
+    for what, seconds in rows:
+        console.print(f"{what}, about {estimate.duration(seconds)}")
+    console.print(f"{rnd.name}{' (quick)' if quick else ''} on {testbed.name}: about {estimate.duration(total)} in all, "
+                  f"with the testbed's set-up, the engines' start and the verification "
+                  f"({estimate.duration(estimate.median('round_setup_s'))}) and the report; capacity searches counted "
+                  f"at a capacity within {CAPACITY_OVER_START} × their start rate. Round and plans are valid; "
+                  "nothing was started")
+
+
+# --- the round --------------------------------------------------------------------------------
+
+def verify_all(testbed: topology.Testbed, parts: list[rounds.Part], folder: Path, console: Console) -> Path:
+    """Every target in every scenario the round measures it in, at every payload of the round, by
+    `esbperf verify`'s code; the log is verification.csv in the round's folder, kept whatever the
+    outcome. One line when a check fails."""
+    wanted: dict[str, dict[str, None]] = {}
+    sizes: set[int] = set()
+    for part in parts:
+        for target in part.targets:
+            wanted.setdefault(target, {}).update(dict.fromkeys(part.plan.scenarios))
+        sizes |= set(part.plan.sizes())
+    rows, failed = [], []
+    for target, names in wanted.items():
+        outcomes = [(size, o) for size in sorted(sizes) for o in verify_target(testbed, target, list(names), size=size)]
+        rows += [{"target": target, "scenario": o.scenario, "payload_bytes": size, "backend": o.backend, "url": o.url,
+                  "result": "pass" if o.ok else "fail", "ms": round(o.ms, 2), "detail": " ".join(o.detail.split())}
+                 for size, o in outcomes]
+        bad = [(size, o) for size, o in outcomes if not o.ok]
+        failed += [(target, size, o) for size, o in bad]
+        console.print(f"verified {target}: {len(outcomes) - len(bad)} of {len(outcomes)} checks passed "
+                      f"({', '.join(names)} at {', '.join(str(s) for s in sorted(sizes))} bytes)")
+    out = folder / "verification.csv"
+    with open(out, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["target"])
+        writer.writeheader()
+        writer.writerows(rows)
+    if failed:
+        target, size, o = failed[0]
+        raise EsbperfError(f"verification failed: {len(failed)} of {len(rows)} checks (first: {target} {o.scenario} "
+                           f"{size} bytes {o.url}: {' '.join(o.detail.split())}); the log is {out}")
+    return out
+
+
+def _after(part: rounds.Part, done: list[tuple[rounds.Part, Path]]) -> Path | None:
+    """The run of this session a part may follow (runner.start's `after`: its client calibration, and
+    its targets taken as warm): the latest whose scenarios include every one of this part's, so that
+    no path is measured cold."""
+    for earlier, run_dir in reversed(done):
+        if set(part.plan.scenarios) <= set(earlier.plan.scenarios):
+            return run_dir
+    return None
+
+
+def run_round(rnd: rounds.Round, quick: bool, out: Path, console: Console) -> Path:
+    """Measure the round into a new folder under `out`; returns the folder (finish() writes its
+    report and page)."""
+    testbed = topology.load(rnd.testbed)
+    parts = parts_of(rnd, quick, testbed)
+    engines = engines_of(parts, testbed)
+    for name in engines:
+        esb.require_installed(name)
+    ensure_built(GRINDER_HOME, CONTROL_API, HTTP_CLIENT, JAXWS_ECHO, MONITOR,
+                 *filter(None, [esb.engine(name).module for name in engines]))
+    folder = out.resolve() / f"{rnd.name}{'-quick' if quick else ''}-{time.strftime('%Y%m%d-%H%M%S')}"
+    folder.mkdir(parents=True, exist_ok=False)
+    record = {"round": rnd.name, "source": rnd.source, "variant": "quick" if quick else "full",
+              "testbed": str(testbed.path), "cross_check": rnd.cross_check, "published": str(rnd.published),
+              "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "finished": None,
+              "parts": [{"kind": p.kind, "plan": p.plan.name, "scenarios": p.plan.scenarios,
+                         "targets": list(p.targets), "run": None} for p in parts]}
+    layout.write_json(folder / ROUND_FILE, record)
+    began = time.monotonic()
+    with launched(testbed, engines, state_dir() / folder.name, console) as launcher:
+        verify_all(testbed, parts, folder, console)
+        estimate.remember(round_setup_s=time.monotonic() - began)
+        done: list[tuple[rounds.Part, Path]] = []
+        for n, part in enumerate(parts):
+            console.rule(f"{part.kind} {n + 1}/{len(parts)}: {part.describe()}")
+            options = dict(console=console, after=_after(part, done), **launcher)
+            if part.kind == "closed":
+                run_dir = runner.start(part.plan, list(part.targets), testbed, folder / RUNS,
+                                       cross_check=rnd.cross_check, **options)
+            else:
+                run_dir = capacity_cli.start(part.plan, list(part.targets), testbed, folder / RUNS, **options)
+            done.append((part, run_dir))
+            record["parts"][n]["run"] = str(run_dir.relative_to(folder))
+            layout.write_json(folder / ROUND_FILE, record)
+    record["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    record["measured_s"] = round(time.monotonic() - began, 1)
+    layout.write_json(folder / ROUND_FILE, record)
+    return folder
+
+
+def finish(folder: Path, rnd: rounds.Round, console: Console, publish: bool) -> Path:
+    """The round's report (when it has none yet), its capacity tables, its page; the comparison with
+    the published round; with `publish`, the published round replaced by this one. Returns the page."""
+    from esbperf.analysis import round as pages
+    from esbperf.analysis.report import write_report
+
+    record = layout.read_json(folder / ROUND_FILE)
+    if publish and record.get("variant") == "quick":
+        raise EsbperfError(f"{folder} is a --quick round: it is checked against {rnd.published}, never published")
+    began = time.monotonic()
+    runs = [(p["kind"], folder / p["run"]) for p in record["parts"] if p.get("run")]
+    closed = [run for kind, run in runs if kind == "closed"]
+    if not closed:
+        raise EsbperfError(f"{folder}: no closed run finished; nothing to report")
+    report = folder / pages.REPORT
+    analysed = not (report / "aggregate.csv").is_file()
+    if analysed:
+        write_report(closed, report)
+    pages.pack_hlogs(report)
+    capacity_runs = [run for kind, run in runs if kind == "capacity"]
+    if capacity_runs and not (folder / pages.CAPACITY).exists():
+        pages.collect_capacity(folder, capacity_runs)
+    page = pages.write_page(folder, rnd.published / pages.PAGE)
+    steps = sum(1 for _, run in runs for _ in run.rglob(layout.STEP_FILE))
+    if analysed and steps:   # what the estimate of the next round counts per step analysed
+        estimate.remember(round_report_per_step_s=(time.monotonic() - began) / steps)
+    console.print(f"page: {page}")
+    published = pages.published_round(rnd.published)
+    if published is None:
+        console.print(f"{rnd.published} has no published results yet: nothing to compare with")
+    else:
+        out, lines = pages.write_comparison(pages.load(folder), published, folder / pages.COMPARISON)
+        for line in lines:
+            console.print(line)
+        console.print(f"comparison: {out}")
+    if publish:
+        publish_round(folder, rnd.published, console)
+    return page
+
+
+def published_files(folder: Path) -> list[tuple[Path, str]]:
+    """(file, its path in the published folder) of everything a published round holds."""
+    files = []
+    for name in PUBLISHED:
+        path = folder / name
+        if path.is_dir():
+            files += [(f, f.relative_to(folder).as_posix()) for f in sorted(path.rglob("*")) if f.is_file()]
+        elif path.is_file():
+            files.append((path, name))
+    files += [(f, f.relative_to(folder).as_posix()) for f in sorted((folder / RUNS).glob(f"*/{layout.RUN_FILE}"))]
+    return files
+
+
+def publish_round(folder: Path, published: Path, console: Console) -> None:
+    """Replace the published round by this one: its files (PUBLISHED and each run's manifest) into
+    `published`, and the page's generated part into the published README.md (its hand-written text
+    kept). Refused in one line, with nothing changed, beyond MAX_PUBLISHED_BYTES."""
+    from esbperf.analysis import round as pages
+
+    files = [(f, rel) for f, rel in published_files(folder) if rel != pages.PAGE]
+    size = sum(f.stat().st_size for f, _ in files)
+    if size > MAX_PUBLISHED_BYTES:
+        raise EsbperfError(f"the round's published files would take {size / 1e6:.1f} MB, more than the "
+                           f"{MAX_PUBLISHED_BYTES / 1e6:g} MB a published round may take; nothing was published")
+    readme = published / pages.PAGE
+    generated = (folder / pages.PAGE).read_text(encoding="utf-8")
+    text = pages.fill(readme.read_text(encoding="utf-8"), generated[generated.index(pages.START):
+                                                                     generated.index(pages.END) + len(pages.END)],
+                      str(readme))
+    staging = published / f".publishing-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        for f, rel in files:
+            (staging / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, staging / rel)
+        for name in {Path(rel).parts[0] for _, rel in files} | {p for p in PUBLISHED if "/" not in p} | {RUNS}:
+            old = published / name
+            if name == pages.PAGE:
+                continue
+            if old.is_dir():
+                shutil.rmtree(old)
+            elif old.exists():
+                old.unlink()
+        for entry in staging.iterdir():
+            entry.rename(published / entry.name)
+        (published / f".{pages.PAGE}.new").write_text(text, encoding="utf-8")
+        os.replace(published / f".{pages.PAGE}.new", readme)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    console.print(f"published into {published}: {len(files) + 1} files, {size / 1e6:.1f} MB")
+
+
+@click.command(name="round")
+@click.option("--quick", is_flag=True, help="The round's quick variant (fewer payloads, users, iterations, searches).")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results"), show_default=True,
+              help="Folder that receives the round's folder.")
+@click.option("--publish", is_flag=True, help="Copy the round's page, tables, manifests, HdrHistogram logs and report "
+                                              "into its published folder (docs/round-1/), at most 20 MB.")
+@click.option("--dry-run", is_flag=True, help="Print the round's runs and estimated wall time; start nothing.")
+@click.option("--from", "from_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="A round folder measured before: write its report (if missing), page and comparison again.")
+@click.option("--round", "round_name", default="round-1", show_default=True, metavar="NAME|FILE",
+              help="The round (console-config/rounds/<NAME>.yaml or a file).")
+def round_command(quick: bool, out: Path, publish: bool, dry_run: bool, from_dir: Path | None, round_name: str) -> None:
+    """Rerun a public round with one command: build, bring the testbed up, start every engine, verify,
+    run the closed plan and the capacity searches, write the report and the round's page, and compare
+    it with the published round."""
+    console = run_console()
+    rnd = rounds.load(round_name)
+    if from_dir is not None:
+        if quick or dry_run:
+            raise EsbperfError("--from takes a measured round as it is; do not give --quick or --dry-run")
+        if not (from_dir / ROUND_FILE).is_file():
+            raise EsbperfError(f"{from_dir}: not a round folder (no {ROUND_FILE}; `esbperf round` writes one)")
+        finish(from_dir.resolve(), rnd, console, publish)
+        return
+    if dry_run:
+        if publish:
+            raise EsbperfError("--dry-run starts nothing and publishes nothing; do not give --publish")
+        print_dry_run(rnd, quick, console)
+        return
+    testbed = topology.load(rnd.testbed)
+    refuse(rnd, quick, publish, testbed)
+    began = time.monotonic()
+    folder = run_round(rnd, quick, out, console)
+    page = finish(folder, rnd, console, publish)
+    console.print(f"round {folder.name} finished in {estimate.duration(time.monotonic() - began)}; page {page}")

@@ -1,0 +1,364 @@
+"""`esbperf round` without a testbed (docs/round-1/README.md): the round's definition and plans (and
+that they fit their time budget by the runner's own estimate), the page generator on synthetic runs
+(ratios to direct and to the best floor, the added latency from pooled percentiles, throughput per
+engine core, capacity, each with its iterations' spread, invalid steps marked), the comparison with a
+published round, publishing (the hand-written page kept, at most 20 MB), and what the command
+refuses, each in one line."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+from rich.console import Console
+
+from esbperf.analysis import round as pages, synthetic
+from esbperf.analysis.report import write_report
+from esbperf.cli import main
+from esbperf.cli import round as round_cli
+from esbperf.core import plan as plans, rounds, topology
+from esbperf.core.errors import EsbperfError
+from esbperf.run import environment, estimate
+from esbperf.testbed import hosts
+
+ROOT = Path(__file__).resolve().parent.parent
+PROXY_TARGETS = {"direct": 1.0, "haproxy": 1.1, "nginx": 1.2, "camel": 2.0}
+CBR_TARGETS = {"direct": 1.0, "camel": 2.5}
+# Overheads measured on this machine by `esbperf round --quick` (2026-11-25, emulated testbed, the
+# medians of its 18 closed steps and 5 probes): the worker JVM's start-up until the console lists it,
+# a step's tail, the auto warm-up, per run and per calibration, the round's own set-up (testbed, five
+# engines, verification: 31 s) and its report per step analysed. The quick round took 10m41s; its
+# estimate with these figures, 10m11s.
+MEASURED = {"startup_s": 2.9, "tail_s": 0.55, "auto_warmup_s": 5.0, "run_overhead_s": 4.7, "calibration_s": 8.5,
+            "round_setup_s": 31.0, "round_report_per_step_s": 0.14}
+
+
+# --- the round's definition and its time budget ----------------------------------------------------
+
+def test_round_1_splits_its_plans_where_the_floors_do_not_serve():
+    rnd = rounds.load("round-1")
+    testbed = topology.load(rnd.testbed)
+    parts = rnd.full.parts(testbed)
+    assert [(p.kind, p.plan.name, p.plan.scenarios, p.targets) for p in parts[:2]] == [
+        ("closed", "round-1-proxy", ["proxy"], ("direct", "nginx", "haproxy", "camel", "synapse", "spring-integration")),
+        ("closed", "round-1-cbr-json-xslt", ["cbr", "json", "xslt"], ("direct", "camel", "synapse", "spring-integration"))]
+    capacity = [(p.plan.name, p.plan.capacity.p99_ms, p.targets) for p in parts[2:]]
+    assert capacity == [
+        ("round-1-capacity-1kb-proxy", 20, ("nginx", "haproxy", "camel", "synapse", "spring-integration")),
+        ("round-1-capacity-1kb-cbr", 20, ("camel", "synapse", "spring-integration")),
+        ("round-1-capacity-100kb-proxy", 50, ("nginx", "haproxy", "camel", "synapse", "spring-integration")),
+        ("round-1-capacity-100kb-cbr", 50, ("camel", "synapse", "spring-integration"))]
+    closed = rnd.full.closed
+    assert (closed.users, closed.sizes(), closed.iterations, closed.cross_check_iterations, closed.warmup_auto) == \
+        ([1, 20, 160], [1024, 100 * 1024], 3, [1], True)
+    assert sum(len(p.plan.steps(list(p.targets))) for p in parts[:2]) == 324
+    quick = rnd.quick
+    assert (quick.closed.sizes(), quick.closed.iterations, len(quick.closed.users)) == ([1024], 1, 1)
+    assert round_cli.engines_of(parts, testbed) == ["nginx", "haproxy", "camel", "synapse", "spring-integration"]
+
+
+@pytest.mark.parametrize("quick, budget_s", [(False, 2 * 3600), (True, 15 * 60)])
+def test_the_round_fits_its_time_budget_by_the_runners_estimate(quick, budget_s, tmp_path, monkeypatch):
+    monkeypatch.setenv("ESBPERF_STATE", str(tmp_path))
+    estimate.remember(**MEASURED)
+    rnd = rounds.load("round-1")
+    rows, total = round_cli.estimate_seconds(rnd, quick, topology.load(rnd.testbed))
+    assert total <= budget_s, (total, rows)
+    assert total > sum(s for _, s in rows)   # the set-up and the report are counted too
+    if not quick:   # wrk's seconds are counted on the first iteration's closed steps only
+        closed = rnd.full.closed
+        proxy = rounds.split(closed, rnd.full.targets, topology.load(rnd.testbed))[0][0]
+        steps = proxy.steps(list(rnd.full.targets))
+        checked = [s for s in steps if estimate.cross_check_seconds(proxy, s, "wrk")]
+        assert {s.iteration for s in checked} == {1} and len(checked) == len(steps) // 3
+
+
+def test_a_round_file_is_checked_field_by_field(tmp_path):
+    good = yaml.safe_load((ROOT / "console-config/rounds/round-1.yaml").read_text())
+
+    def refused(change, message):
+        data = json.loads(json.dumps(good))
+        change(data)
+        path = tmp_path / "r.yaml"
+        path.write_text(yaml.safe_dump(data))
+        with pytest.raises(EsbperfError, match=message):
+            rounds.load(path)
+
+    refused(lambda d: d.update(extra=1), "unknown field 'extra'")
+    refused(lambda d: d.pop("quick"), "field 'quick' is missing")
+    refused(lambda d: d["full"].update(closed="capacity-proxy"), r"field 'full.closed' must be a closed-model plan")
+    refused(lambda d: d["full"].update(capacity=["round-1"]), "plan round-1 has no `capacity:` goal")
+    refused(lambda d: d["quick"].update(targets=[]), "field 'quick.targets' must be the targets")
+    refused(lambda d: d["full"].update(targets=["camel", "camel"]), "field 'full.targets'")
+    refused(lambda d: d.update(published="/tmp/elsewhere"), "field 'published' must be a folder inside the checkout")
+    refused(lambda d: d.update(cross_check="ab"), "field 'cross_check' must be")
+
+
+def test_a_scenario_no_target_serves_is_refused():
+    testbed = topology.load("emulated")
+    plan = plans.Plan("p", ["cbr"], [1024], [1], 1.0, 1.0, source="p.yaml")
+    with pytest.raises(EsbperfError, match="p.yaml: no target of nginx, haproxy serves cbr"):
+        rounds.split(plan, ("nginx", "haproxy"), testbed)
+
+
+@pytest.mark.parametrize("value, message", [
+    ([3], r"cross_check_iterations\[0\]: must be an iteration of the plan, 1 to 2"),
+    ([1, 1], r"cross_check_iterations\[1\]: 1 is listed twice"),
+    ([], "must be a non-empty list"),
+    ("first", "must be a non-empty list"),
+    ([True], r"cross_check_iterations\[0\]"),
+])
+def test_cross_check_iterations_name_iterations_of_the_plan(value, message):
+    data = {"scenarios": ["proxy"], "payloads": ["1KB"], "users": [1], "duration_s": 1, "iterations": 2,
+            "cross_check_iterations": value}
+    with pytest.raises(EsbperfError, match=message):
+        plans.Plan.from_dict(data, "x.yaml")
+
+
+def test_cross_check_iterations_choose_the_iterations_and_survive_run_json():
+    base = {"scenarios": ["proxy"], "payloads": ["1KB"], "users": [1], "duration_s": 1, "iterations": 3}
+    plan = plans.Plan.from_dict({**base, "cross_check_iterations": [3, 1]}, "x.yaml")
+    assert [plan.cross_checks(i) for i in (1, 2, 3)] == [True, False, True]
+    again = plans.Plan.from_dict(plan.to_dict(), "run.json")
+    assert again.cross_check_iterations == [1, 3]
+    every = plans.Plan.from_dict(base, "y.yaml")
+    assert all(every.cross_checks(i) for i in (1, 2, 3)) and "cross_check_iterations" not in every.to_dict()
+    with pytest.raises(EsbperfError, match="never cross-checked"):
+        plans.Plan.from_dict({**base, "users": [4], "rates": [10], "cross_check_iterations": [1]}, "z.yaml")
+
+
+# --- what the round starts ---------------------------------------------------------------------
+
+def test_every_engine_the_round_measures_starts_on_the_esb_host_and_its_monitor_watches_them_all():
+    testbed = topology.load("emulated")
+    services = hosts.plan(testbed, ["nginx", "camel", "spring-integration"], lambda role: "emulated.yaml")
+    esb = [s for s in services if s.role == "esb"]
+    assert [s.name for s in esb] == ["esb-nginx", "esb-camel", "esb-spring-integration", "monitor"]
+    assert [s.ready for s in esb[:3]] == [("198.18.0.20", 8310), ("198.18.0.20", 8280), ("198.18.0.20", 8300)]
+    watched = [esb[3].argv[i + 1] for i, a in enumerate(esb[3].argv) if a == "--match"]
+    assert "nginx:" in watched and "org.apache.camel.main.Main" in watched and len(watched) == 5
+
+
+def test_run_manifests_say_the_cpu_frequency_policy_or_why_they_cannot(tmp_path):
+    for cpu in (0, 1):
+        folder = tmp_path / f"cpu{cpu}" / "cpufreq"
+        folder.mkdir(parents=True)
+        for name, value in (("scaling_driver", "intel_pstate"), ("scaling_governor", "performance"),
+                            ("scaling_min_freq", "800000"), ("scaling_max_freq", "3500000")):
+            (folder / name).write_text(value + "\n")
+    found = environment.cpu_frequency(tmp_path)
+    assert found["policy"] == [{"cpus": [0, 1], "driver": "intel_pstate", "governor": "performance",
+                                "min_mhz": 800, "max_mhz": 3500}]
+    none = environment.cpu_frequency(tmp_path / "nothing")
+    assert none["policy"] is None and "no cpufreq under" in none["why_not"]
+
+
+def test_run_manifests_carry_each_engines_version_and_settings():
+    described = environment.engines(["camel", "nginx", "a-team-s-own"])
+    assert set(described) == {"camel", "nginx"}
+    assert described["camel"]["kind"] == "ESB" and described["camel"]["heap"] == "1g"
+    assert described["camel"]["version"].startswith("camel-*.jar 4.")
+    assert described["nginx"]["kind"] == "floor" and described["nginx"]["command"][0] == "nginx"
+    if shutil.which("nginx"):
+        assert "nginx/" in described["nginx"]["version"]
+
+
+# --- the page ----------------------------------------------------------------------------------
+
+def synthetic_round(folder: Path, iterations: int = 3, slower: dict | None = None, busy: set | None = None,
+                    capacity: dict | None = None) -> Path:
+    """A round folder as `esbperf round` leaves it: two closed runs (proxy with the floors, cbr
+    without), their report, a capacity table and the verification log."""
+    runs = folder / "runs"
+    proxy = synthetic.round_run(runs / "r-proxy", "r-proxy", PROXY_TARGETS, ["proxy"], {"1KB": 1024}, [1, 20],
+                                iterations, slower=slower, busy=busy)
+    cbr = synthetic.round_run(runs / "r-cbr", "r-cbr", CBR_TARGETS, ["cbr"], {"1KB": 1024}, [1, 20], iterations,
+                              seed=2, slower=slower, busy=busy)
+    synthetic.write_json(folder / pages.ROUND_FILE, {
+        "round": "round-1", "variant": "full" if iterations > 1 else "quick", "started": "2026-11-26T10:00:00+0000",
+        "finished": "2026-11-26T11:50:00+0000",
+        "parts": [{"kind": "closed", "plan": "r-proxy", "targets": list(PROXY_TARGETS), "run": "runs/r-proxy"},
+                  {"kind": "closed", "plan": "r-cbr", "targets": list(CBR_TARGETS), "run": "runs/r-cbr"}]})
+    write_report([proxy, cbr], folder / pages.REPORT)
+    pages.pack_hlogs(folder / pages.REPORT)
+    rates = capacity or {"haproxy": 4400, "nginx": 4000, "camel": 2000}
+    (folder / pages.CAPACITY).mkdir()
+    lines = ["target,scenario,payload,iteration,p99_goal_ms,capacity_rate,over_rate,bracket_percent,probes,result"]
+    lines += [f"{t},proxy,1KB,1,20,{r},{r * 1.08:g},8.0,6,held" for t, r in rates.items()]
+    (folder / pages.CAPACITY / "capacity.csv").write_text("\n".join(lines) + "\n")
+    (folder / pages.CAPACITY / "probes.csv").write_text("target,probe\n")
+    (folder / pages.VERIFICATION).write_text("target,scenario,payload_bytes,backend,url,result,ms,detail\n"
+                                             "camel,proxy,1024,ws1,http://198.18.0.20:8280/proxy/echo,pass,1.2,\n"
+                                             "camel,cbr,1024,ws2,http://198.18.0.20:8280/cbr/echo,pass,1.4,\n")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def published_round(tmp_path_factory) -> Path:
+    """Three iterations; direct's 20-user proxy step of iteration 2 measured beside a busy neighbour."""
+    return synthetic_round(tmp_path_factory.mktemp("published"), busy={("direct", "proxy", 20, 2)})
+
+
+def skeleton(path: Path) -> Path:
+    path.write_text(f"# Round 1\n\nThe rules, by hand.\n\n{pages.START}\n(old figures)\n{pages.END}\n\nAfter, by hand.\n")
+    return path
+
+
+def by_key(found) -> dict:
+    return {(f.kind, f.what, f.scenario, f.users, f.target): f for f in found}
+
+
+def test_the_pages_ratios_are_the_pooled_figures_over_the_reference_and_their_spread_the_iterations(published_round):
+    data = pages.load(published_round)
+    found = by_key(pages.figures(data))
+    agg = {(r["scenario"], r["users"], r["target"]): r for r in data.aggregate.iter_rows(named=True)}
+    its = {(r["scenario"], r["users"], r["target"], r["iteration"]): r for r in data.summary.iter_rows(named=True)}
+    f = found[(pages.VS_DIRECT, "p99", "proxy", 20, "camel")]
+    assert f.value == pytest.approx(agg[("proxy", 20, "camel")]["rt_p99_ms"] / agg[("proxy", 20, "direct")]["rt_p99_ms"])
+    each = [its[("proxy", 20, "camel", i)]["rt_p99_ms"] / its[("proxy", 20, "direct", i)]["rt_p99_ms"] for i in (1, 2, 3)]
+    assert (f.low, f.high) == pytest.approx((min(each), max(each))) and f.iterations == 3
+    # The best floor: the highest TPS, the lowest percentile, of the floors of that step.
+    best_tps = max(agg[("proxy", 1, fl)]["tps"] for fl in ("nginx", "haproxy"))
+    assert found[(pages.VS_FLOOR, "tps", "proxy", 1, "camel")].value == pytest.approx(agg[("proxy", 1, "camel")]["tps"]
+                                                                                      / best_tps)
+    best_p50 = min(agg[("proxy", 1, fl)]["rt_p50_ms"] for fl in ("nginx", "haproxy"))
+    assert found[(pages.VS_FLOOR, "p50", "proxy", 1, "camel")].value == pytest.approx(
+        agg[("proxy", 1, "camel")]["rt_p50_ms"] / best_p50)
+    # No floor serves cbr: no ratio to one; direct has no ratio to itself.
+    assert (pages.VS_FLOOR, "tps", "cbr", 1, "camel") not in found
+    assert (pages.VS_DIRECT, "tps", "proxy", 1, "direct") not in found
+    assert (pages.VS_FLOOR, "tps", "proxy", 1, "direct") not in found
+
+
+def test_the_added_latency_is_a_difference_of_pooled_percentiles_not_of_means(published_round):
+    data = pages.load(published_round)
+    found = by_key(pages.figures(data))
+    agg = {(r["scenario"], r["users"], r["target"]): r for r in data.aggregate.iter_rows(named=True)}
+    camel, direct = agg[("cbr", 20, "camel")], agg[("cbr", 20, "direct")]
+    for what in ("p50", "p90", "p99"):
+        added = found[(pages.ADDED_MS, what, "cbr", 20, "camel")]
+        assert added.value == pytest.approx(camel[f"rt_{what}_ms"] - direct[f"rt_{what}_ms"])
+    means = camel["rt_mean_ms"] - direct["rt_mean_ms"]
+    # Exponential times: the p99 difference is about ln(100) ≈ 4.6 times the means' difference.
+    assert found[(pages.ADDED_MS, "p99", "cbr", 20, "camel")].value > 3 * means
+
+
+def test_throughput_per_core_is_tps_over_the_target_engines_own_cpu(published_round):
+    data = pages.load(published_round)
+    found = by_key(pages.figures(data))
+    row = data.aggregate.filter((pl.col("target") == "nginx") & (pl.col("users") == 20)).row(0, named=True)
+    assert row["esb_proc_cpu_mean"] == pytest.approx(60.0 * 1.2)   # nginx's own processes, its neighbours apart
+    assert found[(pages.PER_CORE, "tps", "proxy", 20, "nginx")].value == pytest.approx(row["tps"] / 0.72)
+    assert (pages.PER_CORE, "tps", "proxy", 20, "direct") not in found
+
+
+def test_the_page_marks_invalid_steps_and_keeps_the_hand_written_rules(published_round, tmp_path):
+    page = pages.write_page(published_round, skeleton(tmp_path / "README.md")).read_text()
+    assert page.startswith("# Round 1\n\nThe rules, by hand.\n\n" + pages.START)
+    assert page.endswith(pages.END + "\n\nAfter, by hand.\n") and "(old figures)" not in page
+    proxy = page[page.index("### proxy, 1KB"):page.index("### cbr, 1KB")]
+    rows = {tuple(c.strip() for c in line.split("|")[1:3]): line for line in proxy.splitlines()[4:]}
+    assert rows[("20", "direct")].rstrip(" |").endswith("**busy-neighbours**")
+    assert rows[("20", "camel")].rstrip(" |").endswith("**direct not valid**")   # its ratios to direct hold that step
+    assert rows[("1", "camel")].endswith("| yes |")
+    assert "| 20 | camel | " in proxy and "(" in rows[("20", "camel")]   # figures with their spread
+    capacity = page[page.index("### Capacity"):page.index("### The cross-check")]
+    assert "| proxy | 1KB | 20 ms | camel | 2 000 |" in capacity and "| 0.45 |" in capacity   # 2000 ÷ 4400
+    assert "2 of 2 checks passed" in page and "What this round cannot say" in page
+
+
+def test_a_rerun_is_judged_against_the_published_spread(published_round, tmp_path):
+    """The quick rerun repeats the published iteration 1 exactly (the same seeds), but Camel 1.5 ×
+    slower: every figure of the others lies within the published spread, Camel's TPS does not."""
+    rerun = synthetic_round(tmp_path / "rerun", iterations=1,
+                            slower={("camel", "proxy", 20, 1): 1.5, ("camel", "proxy", 1, 1): 1.5})
+    table = pages.compare(pages.load(rerun), pages.load(published_round))
+    judged = table.filter(pl.col("within_noise").is_not_null())
+    inside = judged.filter(~pl.col("target").is_in(["camel"]) & (pl.col("scenario") == "proxy"))
+    assert inside.height > 20 and inside["within_noise"].all(), inside.filter(~pl.col("within_noise"))
+    camel = table.filter((pl.col("target") == "camel") & (pl.col("kind") == pages.VS_DIRECT) &
+                         (pl.col("what") == "tps") & (pl.col("scenario") == "proxy"))
+    assert not camel["within_noise"].any() and camel["moved"].to_list() == pytest.approx([1 / 1.5, 1 / 1.5], rel=0.05)
+    lines = pages.comparison_lines(table, pages.load(published_round))
+    assert lines[0].startswith(f"compared with the published round in {published_round}") and \
+        any(line.startswith("  ÷ direct: 18 of 24 within the published spread; largest move × 1.")
+            and "of camel proxy 1KB" in line for line in lines), lines
+
+
+# --- publishing ----------------------------------------------------------------------------------
+
+def test_publishing_replaces_the_published_round_keeps_the_rules_and_stays_under_20_mb(published_round, tmp_path,
+                                                                                        monkeypatch):
+    folder = tmp_path / "round"
+    shutil.copytree(published_round, folder)
+    target = tmp_path / "docs-round-1"
+    target.mkdir()
+    skeleton(target / "README.md")
+    pages.write_page(folder, target / "README.md")
+    (target / "report").mkdir()
+    (target / "report" / "stale.png").write_text("from the round before")
+    console = Console(file=open(tmp_path / "out.txt", "w"))
+
+    monkeypatch.setattr(round_cli, "MAX_PUBLISHED_BYTES", 10_000)
+    with pytest.raises(EsbperfError, match=r"^the round's published files would take [\d.]+ MB, more than the 0.01 MB "
+                                           r"a published round may take; nothing was published$"):
+        round_cli.publish_round(folder, target, console)
+    assert (target / "report" / "stale.png").exists() and "(old figures)" in (target / "README.md").read_text()
+
+    monkeypatch.setattr(round_cli, "MAX_PUBLISHED_BYTES", 20_000_000)
+    round_cli.publish_round(folder, target, console)
+    page = (target / "README.md").read_text()
+    assert page.startswith("# Round 1\n\nThe rules, by hand.") and page.endswith("After, by hand.\n")
+    assert "(old figures)" not in page and "### proxy, 1KB" in page
+    assert not (target / "report" / "stale.png").exists()
+    for name in ("round.json", "verification.csv", "figures.csv", "report/summary.csv", "report/aggregate.csv", "report/report.html",
+                 "report/hlog.tar.gz", "capacity/capacity.csv", "runs/r-proxy/run.json", "runs/r-cbr/run.json"):
+        assert (target / name).is_file(), name
+    assert any((target / "report" / "graphs").glob("*.png")) and any((target / "report" / "graphs").glob("*.svg"))
+    assert not list(target.rglob("*-data.log")) and not list(target.glob(".publishing-*"))
+    assert sum(f.stat().st_size for f in target.rglob("*") if f.is_file()) < 20_000_000
+    # The published folder reads as a round: a later rerun compares with it.
+    assert pages.published_round(target).info["round"] == "round-1"
+
+
+# --- what the command refuses --------------------------------------------------------------------
+
+def run_cli(argv: list[str], capsys) -> tuple[int, str]:
+    with pytest.raises(SystemExit) as ended:
+        main(argv)
+    return ended.value.code, capsys.readouterr().err
+
+
+def test_the_command_refuses_what_it_cannot_do_in_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, err = run_cli(["round", "--quick", "--publish"], capsys)
+    assert code == 2 and err.count("\n") == 1 and err.startswith(
+        "esbperf: error: --publish publishes the full round into ") and "never published" in err
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    code, err = run_cli(["round", "--quick"], capsys)
+    assert (code, err) == (2, "esbperf: error: esbperf round measures on the emulated testbed (network namespaces), "
+                              "which needs root: run it as root (sudo make round)\n")
+    code, err = run_cli(["round", "--from", str(tmp_path)], capsys)
+    assert (code, err) == (2, f"esbperf: error: {tmp_path}: not a round folder (no round.json; `esbperf round` "
+                              "writes one)\n")
+    code, err = run_cli(["round", "--dry-run", "--publish"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "--dry-run starts nothing" in err
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    monkeypatch.setenv("PATH", str(tmp_path / "no-programs-here"))
+    code, err = run_cli(["round", "--quick"], capsys)
+    assert (code, err) == (2, "esbperf: error: --cross-check wrk: wrk is not installed (Debian: apt-get install -y wrk)\n")
+    assert list(tmp_path.iterdir()) == []   # nothing written, nothing started
+
+
+def test_a_quick_round_is_never_published(published_round, tmp_path, capsys):
+    folder = tmp_path / "quick"
+    shutil.copytree(published_round, folder)
+    (folder / "README.md").unlink(missing_ok=True)
+    record = json.loads((folder / "round.json").read_text())
+    (folder / "round.json").write_text(json.dumps({**record, "variant": "quick"}))
+    code, err = run_cli(["round", "--from", str(folder), "--publish"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "is a --quick round" in err
+    assert not (folder / "README.md").exists()
