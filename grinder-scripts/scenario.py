@@ -149,7 +149,7 @@ if SCHEDULE is not None:
     # Start lag = Latency - Response (due start -> actual start), exact by construction.
     grinder.statistics.registerDataLogExpression("Start lag us", "(- userLong4 userLong3)")
 # The console's mean response time in µs per sample (its own Test time is whole ms): what a
-# `warmup_s: auto` warm-up watches (esbperf/run/step.py, MEAN_US).
+# `warmup_s: auto` warm-up watches (esbperf/run/workers.py, MEAN_US).
 grinder.statistics.registerSummaryExpression("Response us mean", "(/ userLong3 (+ (count timedTests) errors))")
 
 

@@ -34,7 +34,7 @@ def test_a_small_round_runs_end_to_end_and_writes_its_page(tmp_path, monkeypatch
     data["targets"]["nginx"] = {"kind": "esb", "esb": "nginx"}
     testbed_file.write_text(yaml.safe_dump(data, sort_keys=False))
     closed = {"name": "tiny-round", "scenarios": ["proxy", "cbr"], "payloads": ["1KB"], "users": [3],
-              "duration_s": 2, "warmup_s": "auto", "warmup_min_s": 1, "warmup_max_s": 5, "target_warmup_s": 2,
+              "duration_s": 2, "warmup_s": "auto", "warmup_min_s": 1, "warmup_max_s": 5, "target_warmup_s": 2, "target_warmup_max_s": 6,
               "iterations": 2, "cross_check_iterations": [1], "timeout_s": 10}
     search = {"name": "tiny-capacity", "scenarios": ["proxy"], "payloads": ["1KB"], "duration_s": 2, "warmup_s": 2,
               "timeout_s": 10, "capacity": {"p99_ms": 50, "precision": 0.5, "start_rate": 400}}

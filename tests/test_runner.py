@@ -217,6 +217,9 @@ def test_a_back_end_that_dies_mid_step_stops_the_run_and_loses_nothing(grinder, 
     ({"warmup_s": 3, "warmup_max_s": 9}, "field 'warmup_max_s' applies to warmup_s: auto; this plan's warm-up is fixed"),
     ({"warmup_s": "auto", "warmup_min_s": 9, "warmup_max_s": 3}, "field 'warmup_max_s' (3) must be at least warmup_min_s"),
     ({"warmup_s": "auto", "warmup_max_s": 0}, "field 'warmup_max_s' must be with warmup_s: auto, the most"),
+    ({"warmup_s": 3, "target_warmup_max_s": 9}, "field 'target_warmup_max_s' applies to warmup_s: auto"),
+    ({"warmup_s": "auto", "target_warmup_s": 9, "target_warmup_max_s": 3},
+     "field 'target_warmup_max_s' (3) must be at least target_warmup_s (9)"),
 ])
 def test_invalid_plans_say_file_field_and_what_is_allowed(tmp_path, fields, message):
     path = write_plan(tmp_path / "bad.yaml", **fields)
@@ -234,9 +237,10 @@ def test_a_plan_warms_up_until_steady_or_for_fixed_seconds_as_its_file_says(tmp_
     assert (recorded["warmup_s"], recorded["warmup_min_s"], recorded["warmup_max_s"]) == ("auto", 1, 30)
     again = plans.Plan.from_dict(recorded, "run.json")
     assert (again.name, again.warmup_auto, again.warmup_s, again.warmup_max_s) == ("auto", True, 1, 30)
+    assert recorded["target_warmup_max_s"] == again.target_warmup_max_s == 60     # the default
     fixed = plans.load(write_plan(tmp_path / "fixed.yaml", warmup_s=3))
     assert (fixed.name, fixed.warmup_auto, fixed.step_seconds()) == ("fixed", False, 5)
-    assert "warmup_min_s" not in fixed.to_dict() and "warmup_max_s" not in fixed.to_dict()
+    assert not {"warmup_min_s", "warmup_max_s", "target_warmup_max_s"} & set(fixed.to_dict())
 
 
 def test_invalid_plan_on_the_command_line_is_one_line_and_exit_2(tmp_path):
@@ -460,7 +464,8 @@ def test_an_auto_warm_up_opens_once_steady_and_the_next_run_of_a_session_reuses_
                       workdir=tmp_path / "camel")
     try:
         first = runner.start(plans.load(write_plan(tmp_path / "auto.yaml", warmup_s="auto", warmup_min_s=1,
-                                                   warmup_max_s=15, target_warmup_s=3, payloads=["1KB", "50KB"])),
+                                                   warmup_max_s=15, target_warmup_s=3, target_warmup_max_s=20,
+                                                   payloads=["1KB", "50KB"])),
                              "camel", testbed, tmp_path / "results")
         second = runner.start(plans.load(write_plan(tmp_path / "then.yaml", payloads=["10KB"], warmup_s=1,
                                                     target_warmup_s=3)),
@@ -478,6 +483,10 @@ def test_an_auto_warm_up_opens_once_steady_and_the_next_run_of_a_session_reuses_
         if judged["steady"]:   # at least ten intervals after the ramp: the test's minimum
             assert len(judged["tps"]) >= 10 and any(t for t in judged["tps"])
     first_record = json.loads((first / "run.json").read_text())
+    # The target was loaded at least target_warmup_s, then on until steady (at most target_warmup_max_s).
+    [warmed] = first_record["target_warmup"][0]["targets"]
+    assert 3 <= warmed["seconds"] <= 20 + 5 and isinstance(warmed["steady"], bool), warmed
+    assert warmed["steady"] or warmed["seconds"] >= 20, warmed
     record = json.loads((second / "run.json").read_text())
     assert set(first_record["calibration"]) == {"1KB", "50KB"}
     assert record["calibration"] == first_record["calibration"] and record["calibration_from"] == first.name

@@ -29,7 +29,7 @@ def shortened(name: str, folder: Path) -> Path:
     # window: with a fixed 1 s + 1 s the 320-user steps flaked — four fresh worker JVMs compiling on
     # 2 cores beside Camel left some threads without a core for 1.2-1.8 s, longer than the window.
     assert data["warmup_s"] == "auto"
-    data.update(duration_s=2, warmup_min_s=2, warmup_max_s=10, target_warmup_s=2, iterations=1, timeout_s=30)
+    data.update(duration_s=2, warmup_min_s=2, warmup_max_s=10, target_warmup_s=2, target_warmup_max_s=8, iterations=1, timeout_s=30)
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data))
     return path

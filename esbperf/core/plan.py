@@ -38,7 +38,9 @@ FIELDS = {
     "warmup_max_s": "with warmup_s: auto, the most (default 60): a step not steady by then is measured and named "
                     "'no steady state'",
     "target_warmup_s": "seconds each target is loaded before its first step, so the first iteration does not "
-                       "measure a cold JVM (number >= 0; default 0)",
+                       "measure a cold JVM (number >= 0; default 0); with warmup_s: auto, the least",
+    "target_warmup_max_s": "with warmup_s: auto, the most seconds a target is loaded before its first step: it is "
+                           "loaded until steady over the next 30 s (default 60)",
     "iterations": "how many times the whole plan runs (positive integer)",
     "keepalive": "true or false",
     "timeout_s": "seconds to wait for an answer (positive number)",
@@ -155,6 +157,7 @@ class Plan:
     # warmup_s (then the minimum) and no later than warmup_max_s after the workers' first report.
     warmup_auto: bool = False
     warmup_max_s: float = 60
+    target_warmup_max_s: float = 60   # warmup_s: auto: the target is loaded until steady, at most this long
     arrivals: str = "uniform"   # open model: evenly spaced, or Poisson (exponential gaps)
     seed: int | None = None     # Poisson arrivals' seed (the runner draws one when the plan has none)
     capacity: capacities.Goal | None = None   # a capacity search per target, scenario and payload
@@ -265,6 +268,7 @@ class Plan:
             d["warmup_min_s"], d["warmup_s"] = d["warmup_s"], "auto"
         else:
             d.pop("warmup_max_s")
+            d.pop("target_warmup_max_s")
         if not d["cross_check_iterations"]:
             d.pop("cross_check_iterations")
         if self.capacity is None:
@@ -400,12 +404,16 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
         if warmup_max_s < warmup_s:
             raise EsbperfError(f"{source}: field 'warmup_max_s' ({warmup_max_s:g}) must be at least warmup_min_s "
                                f"({warmup_s:g})")
+        target_warmup_max_s = number("target_warmup_max_s", 60, 0, strict=False)
+        if target_warmup_max_s < number("target_warmup_s", 0, 0, strict=False):
+            raise EsbperfError(f"{source}: field 'target_warmup_max_s' ({target_warmup_max_s:g}) must be at least "
+                               f"target_warmup_s ({data.get('target_warmup_s')})")
     else:
-        for bound in ("warmup_min_s", "warmup_max_s"):
+        for bound in ("warmup_min_s", "warmup_max_s", "target_warmup_max_s"):
             if bound in data:
                 raise EsbperfError(f"{source}: field '{bound}' applies to warmup_s: auto; this plan's warm-up is "
                                    f"fixed ({data.get('warmup_s', 0)!r})")
-        warmup_s, warmup_max_s = number("warmup_s", 0, 0, strict=False), 60
+        warmup_s, warmup_max_s, target_warmup_max_s = number("warmup_s", 0, 0, strict=False), 60, 60
     return Plan(
         name=name,
         description=str(data.get("description", "")),
@@ -418,7 +426,7 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
         max_threads_per_process=number("max_threads_per_process", 100, 1, integer=True),
         restart=restart,
         payload_check=payload_check,
-        target_warmup_s=number("target_warmup_s", 0, 0, strict=False),
+        target_warmup_s=number("target_warmup_s", 0, 0, strict=False), target_warmup_max_s=target_warmup_max_s,
         arrivals=arrivals, seed=seed, capacity=goal, cross_check_iterations=checked,
         source=source,
     )

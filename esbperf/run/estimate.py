@@ -102,7 +102,9 @@ def estimate(plan: Plan, steps: list[Step], cross_check: str | None = None) -> E
     per_run = median["run_overhead_s"] + len(plan.calibration_sizes()) * median["calibration_s"]
     if plan.target_warmup_s:   # each target warmed up once, each scenario's workers started once
         warmups = len({s.target for s in steps}) * (len(plan.scenarios) or 1)
-        per_run += len({s.target for s in steps}) * plan.target_warmup_s + warmups * median["startup_s"]
+        # warmup_s: auto loads a target until steady: somewhere between its least and its most.
+        each = (plan.target_warmup_s + plan.target_warmup_max_s) / 2 if plan.warmup_auto else plan.target_warmup_s
+        per_run += len({s.target for s in steps}) * each + warmups * median["startup_s"]
     return Estimate([(s, per_step + cross_check_seconds(plan, s, cross_check)) for s in steps], per_run,
                     len(history.get("tail_s") or []))
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from esbperf.core import payloads, plan as plans, procs, roles, steady
+from esbperf.core import payloads, plan as plans, procs, roles
 from esbperf.core.config import ConsoleConfig
 from esbperf.core.errors import EsbperfError
 from esbperf.core.topology import Target, Testbed
@@ -54,10 +54,6 @@ RESTART_READY_S = 120       # an ESB's start on a busy 2-core machine can take a
 # about as many reports (its throughput jitters by one report in REPORTS_PER_SAMPLE, not by half),
 # but not more often than every MIN_REPORT_MS.
 REPORTS_PER_SAMPLE, MIN_REPORT_MS = 5, 50
-STEADY_POLL_S = 0.1         # how often an auto warm-up looks for the console's next sample
-# The console's per-sample mean response time in µs, as scenario.py registers it; a user's script
-# without it is watched by Grinder's whole-ms mean.
-MEAN_US, MEAN_MS = "Response us mean", "Mean Test Time (ms)"
 
 
 def window_summary(stats: LogStats, window_s: float) -> dict[str, Any]:
@@ -288,42 +284,14 @@ class StepRunner:
         a.warmup_end_ms = now_ms()
 
     def _until_steady(self, a: Attempt) -> None:
-        """Watch the console's samples from the workers' first report, and end the warm-up once the
-        throughput and mean response time are steady (esbperf/core/steady.py), no sooner than the
-        plan's warmup_min_s and no later than its warmup_max_s; a.warmup says which, and why, with
-        the series it judged."""
+        """End the warm-up once the throughput and mean response time are steady over the window to
+        come (ConsoleWatch.until_steady), no sooner than the plan's warmup_min_s after the workers'
+        first report and no later than its warmup_max_s; a.warmup says which, and why, with the
+        series it judged."""
         plan = self.ctx.plan
-        earliest = a.first_report_ms + int(plan.warmup_s * 1000)
-        latest = a.first_report_ms + int(plan.warmup_max_s * 1000)
-        interval_s = self.ctx.record.get("console_sample_interval_ms", 1000) / 1000
-        tps: list[float | None] = []
-        mean_us: list[float | None] = []
-        # The console's samples: the one it last finished when the workers were seen running ended
-        # before the load began, and the next began before it: only those after are whole.
-        first_whole, seen, totals = None, None, {}
-        verdict = steady.Steadiness(False, "no whole console sample yet")
-        while now_ms() < latest:
-            data = self.console.call(lambda: self.client.data(latest=True))
-            count = (data.get("status") or {}).get("sample-count")
-            if count is not None and first_whole is None:
-                first_whole = count + 2
-            if count is not None and count != seen and count >= first_whole:
-                seen = count
-                totals = statistics(data)
-                tps.append(totals.get("TPS"))
-                mean = totals.get(MEAN_US)
-                mean_us.append(mean if MEAN_US in totals else
-                               None if totals.get(MEAN_MS) is None else totals[MEAN_MS] * 1000)
-                verdict = steady.steady(tps, mean_us, interval_s, horizon_s=plan.duration_s)
-                if verdict.steady:
-                    break
-            self.console.on_tick(f"warm-up (auto: {verdict.reason})", (latest - now_ms()) / 1000, totals)
-            self.console.watch(a.workers)
-            time.sleep(STEADY_POLL_S)
-        if verdict.steady and now_ms() < earliest:
-            self.console.wait_until(earliest, "warm-up", a.workers)
-        a.warmup = {"steady": verdict.steady, "reason": verdict.reason, "interval_s": interval_s,
-                    "tps": tps, "mean_us": mean_us}
+        a.warmup = self.console.until_steady(
+            a.workers, a.first_report_ms + int(plan.warmup_s * 1000), a.first_report_ms + int(plan.warmup_max_s * 1000),
+            self.ctx.record.get("console_sample_interval_ms", 1000) / 1000, plan.duration_s)
 
     def _measure(self, a: Attempt) -> None:
         self.console.wait_until(a.warmup_end_ms + int(self.ctx.plan.duration_s * 1000), "measuring", a.workers)

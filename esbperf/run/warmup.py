@@ -1,7 +1,9 @@
 """A warm target before the first measured step: each target of a run is loaded for the plan's
 `target_warmup_s` before its first step, by the same workers and requests as its steps (the
 plan's scenarios in turn, at the first step's payload and users), so that iteration 1 does not
-measure a JVM that is still compiling the path. Nothing of it is measured; run.json records what
+measure a JVM that is still compiling the path; with `warmup_s: auto`, for at least that long and
+then until its throughput and response time are steady over STEADY_HORIZON_S, at most
+`target_warmup_max_s`. Nothing of it is measured; run.json records what
 was done (`target_warmup`). A target restarted before every step (`restart: per-step`) gets only
 each step's own warm-up: warming it before would warm a process that is about to go."""
 from __future__ import annotations
@@ -24,6 +26,10 @@ from esbperf.services.console import statistics
 
 FOLDER = ".warmup"   # the workers' logs come home here and are deleted: nothing of it is a result
 QUIET_MAX_S = 60     # how long the esb host may take to be quiet after the targets' warm-up
+# warmup_s: auto: a target is warm once no trend would move its throughput or mean response time by
+# 5 % over this long. A JVM still compiling its path climbs for tens of seconds; a step's own
+# window (a few seconds) would call that climb steady.
+STEADY_HORIZON_S = 30
 QUIET_READINGS = 2   # ... as consecutive process readings (the monitor reads processes every 2 s)
 
 
@@ -48,33 +54,46 @@ def warm_targets(ctx: RunContext, watch: ConsoleWatch, steps: list[plans.Step],
             continue
         scenarios = [first.scenario] if plan.script else plan.scenarios
         share = plan.target_warmup_s / len(scenarios)
+        most = plan.target_warmup_max_s / len(scenarios) if plan.warmup_auto else share
         for scenario in scenarios:
             began = time.monotonic()
             try:
-                totals = _load(ctx, watch, replace(first, scenario=scenario), share, echo)
+                totals, steadiness = _load(ctx, watch, replace(first, scenario=scenario), share, most)
             except StepProblem as e:
                 raise EsbperfError(f"warming target {target} up failed: {e.reason}; `esbperf run --resume {ctx.dir}` "
                                    "tries again once that is fixed") from None
             done.append({"target": target, "scenario": scenario, "payload": first.payload_label,
                          "users": first.users, "seconds": round(time.monotonic() - began, 1),
                          "transactions": totals.get("Tests") or 0, "errors": totals.get("Errors") or 0})
-            echo(f"warmed {target} up: {scenario} {first.payload_label} {first.users}u for {share:g} s, "
-                 f"{done[-1]['transactions']} transactions, {done[-1]['errors']} errors")
+            how = ""
+            if steadiness is not None:
+                done[-1].update(steady=steadiness["steady"], reason=steadiness["reason"])
+                how = " (steady)" if steadiness["steady"] else f" (not steady: {steadiness['reason']})"
+            echo(f"warmed {target} up: {scenario} {first.payload_label} {first.users}u for "
+                 f"{done[-1]['seconds']:g} s{how}, {done[-1]['transactions']} transactions, {done[-1]['errors']} errors")
     return done
 
 
 def _load(ctx: RunContext, watch: ConsoleWatch, step: plans.Step, seconds: float,
-          echo: Callable[[str], None]) -> dict:
-    """The workers of `step` for `seconds` after their first report; the console's totals."""
+          most_s: float) -> tuple[dict, dict | None]:
+    """The workers of `step` for `seconds` after their first report, and, up to `most_s`, until
+    steady over STEADY_HORIZON_S (when most_s is longer); the console's totals and the steadiness."""
     processes, threads = ctx.plan.processes_threads(step.users, len(ctx.agents))
     log_folder = collect.step_log_folder(ctx.dir.name, Path("warmup") / step.target / step.scenario, str(now_ms()))
     properties = step_properties(ctx, step, processes, threads, log_folder)
-    properties["grinder.duration"] = int((seconds + 60) * 1000)   # the safety net, should nobody stop them
+    properties["grinder.duration"] = int((max(seconds, most_s) + 60) * 1000)   # the safety net
     start_ms = now_ms()
     workers = watch.start(properties, processes * len(ctx.agents))
+    steadiness = None
     try:
         first = watch.first_report(start_ms + 60_000, workers)
-        watch.wait_until(first + int(seconds * 1000), f"warming {step.target} up", workers)
+        if most_s > seconds:
+            steadiness = watch.until_steady(workers, first + int(seconds * 1000), first + int(most_s * 1000),
+                                            ctx.record.get("console_sample_interval_ms", 1000) / 1000,
+                                            STEADY_HORIZON_S, f"warming {step.target} up")
+            steadiness = {k: steadiness[k] for k in ("steady", "reason")}
+        else:
+            watch.wait_until(first + int(seconds * 1000), f"warming {step.target} up", workers)
         totals = statistics(watch.call(watch.client.data))
     finally:
         watch.stop_quietly()
@@ -83,7 +102,7 @@ def _load(ctx: RunContext, watch: ConsoleWatch, step: plans.Step, seconds: float
     home = ctx.dir / FOLDER
     collect.bring_home(workers.values(), log_folder, home / layout.LOGS, ctx.fetchers)
     shutil.rmtree(home, ignore_errors=True)
-    return totals
+    return totals, steadiness
 
 
 def wait_quiet(ctx: RunContext, echo: Callable[[str], None]) -> dict | None:

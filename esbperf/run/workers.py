@@ -9,12 +9,17 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
+from esbperf.core import steady
 from esbperf.core.errors import EsbperfError
 from esbperf.run.collect import Worker
 from esbperf.run.problems import AgentsChanged, ConsoleLost, NoReport, WorkersEnded
 from esbperf.services.console import ConsoleUnreachable, ControlClient, statistics
 
 AGENT_PURGE_S = 5            # the console drops a dead agent ~3 s after its workers end
+STEADY_POLL_S = 0.1         # how often an automatic warm-up looks for the console's next sample
+# The console's per-sample mean response time in µs, as scenario.py registers it; a user's script
+# without it is watched by Grinder's whole-ms mean.
+MEAN_US, MEAN_MS = "Response us mean", "Mean Test Time (ms)"
 
 # on_tick(phase, seconds left, latest statistics): the live progress
 Tick = Callable[[str, float, dict], None]
@@ -110,6 +115,39 @@ class ConsoleWatch:
             self.on_tick(phase, left / 1000, latest)
             self.watch(workers)
             time.sleep(min(1.0, left / 1000))
+
+    def until_steady(self, workers: dict[str, Worker], earliest_ms: int, latest_ms: int, interval_s: float,
+                     horizon_s: float, phase: str = "warm-up") -> dict:
+        """Watch the console's samples until the throughput and mean response time are steady
+        (esbperf/core/steady.py, judged over `horizon_s`), no sooner than `earliest_ms` and no later
+        than `latest_ms`; whether they were, why not, and the series judged."""
+        tps: list[float | None] = []
+        mean_us: list[float | None] = []
+        # The console's samples: the one it last finished when the workers were seen running ended
+        # before the load began, and the next began before it: only those after are whole.
+        first_whole, seen, totals = None, None, {}
+        verdict = steady.Steadiness(False, "no whole console sample yet")
+        while now_ms() < latest_ms:
+            data = self.call(lambda: self.client.data(latest=True))
+            count = (data.get("status") or {}).get("sample-count")
+            if count is not None and first_whole is None:
+                first_whole = count + 2
+            if count is not None and count != seen and count >= first_whole:
+                seen = count
+                totals = statistics(data)
+                tps.append(totals.get("TPS"))
+                mean_us.append(totals.get(MEAN_US) if MEAN_US in totals else
+                               None if totals.get(MEAN_MS) is None else totals[MEAN_MS] * 1000)
+                verdict = steady.steady(tps, mean_us, interval_s, horizon_s=horizon_s)
+                if verdict.steady:
+                    break
+            self.on_tick(f"{phase} (auto: {verdict.reason})", (latest_ms - now_ms()) / 1000, totals)
+            self.watch(workers)
+            time.sleep(STEADY_POLL_S)
+        if verdict.steady and now_ms() < earliest_ms:
+            self.wait_until(earliest_ms, phase, workers)
+        return {"steady": verdict.steady, "reason": verdict.reason, "interval_s": interval_s,
+                "tps": tps, "mean_us": mean_us}
 
     def stop(self, workers: dict[str, Worker], wait_s: float) -> bool:
         """Stop the workers and the recording; False when they still run after `wait_s`."""
