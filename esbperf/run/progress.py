@@ -48,8 +48,8 @@ class RunProgress:
             if latest:
                 live = f"{phase} {left_s:4.0f}s  TPS {latest.get('TPS') or 0:8.1f}  errors {latest.get('Errors', 0)}"
             self._bar.update(self._task, description=f"step {self._number()} {self.label}", live=live)
-        elif phase != self._phase:   # a plain log: one line when the phase changes, not every second
-            self._phase = phase
+        elif phase.split(" (")[0] != self._phase:   # a plain log: one line per phase, not per poll
+            self._phase = phase.split(" (")[0]      # (an auto warm-up's reason changes at every sample)
             self.print(f"step {self._number()} {self.label}: {phase}"
                        + (f" ({left_s:.0f} s)" if left_s > 0 else ""))
 
