@@ -2,7 +2,7 @@
 
     .venv/bin/python grinder-scripts/bench/bench_timing.py [--testbed local|emulated] [--esb camel]
         [--rounds 3] [--users 1,20] [--payload 1KB] [--scenario proxy] [--seconds 10] [--warmups 2,20]
-        [--target-warmup 10] [--property NAME=VALUE ...]
+        [--target-warmup 40] [--property NAME=VALUE ...]
 
 Starts every service of the testbed exactly as `esbperf testbed commands` prints them (three
 JAX-WS RI echoes, the ESB, the console, an agent and the monitors; on the emulated testbed, as
@@ -59,7 +59,9 @@ def main() -> int:
     parser.add_argument("--warmups", default="2,20",
                         help="each round runs the plan once per warm-up (seconds, or auto): a short one measures "
                              "while the new worker JVM still compiles, a long one past it (about 10 s here)")
-    parser.add_argument("--target-warmup", type=float, default=10)
+    parser.add_argument("--target-warmup", type=float, default=40,
+                        help="seconds the target is loaded before the first round (a cold Camel climbs for about 30 s "
+                             "at 1 KB; later runs follow the first and do not warm it again)")
     parser.add_argument("--property", action="append", default=[], metavar="NAME=VALUE")
     args = parser.parse_args()
 
@@ -81,6 +83,7 @@ def main() -> int:
     print(f"testbed {testbed.name}: {testbed.cpu_split()}", flush=True)
     brought_up = up(testbed) if testbed.emulated else []
     rounds: dict = {w: [] for w in warmups}
+    previous = None   # each run follows the last: the target is warmed once, the client calibrated once
     try:
         group = services.start(testbed, args.esb, work / "services", echo=lambda *_: None)
         try:
@@ -90,7 +93,8 @@ def main() -> int:
                                            console=Console(quiet=True),
                                            local_state_dirs=services.state_dirs(work / "services"),
                                            token_file=services.console_token_file(work / "services"),
-                                           cross_check="wrk")
+                                           cross_check="wrk", after=previous)
+                    previous = run_dir
                     rounds[w].append([figures(p.parent) for p in sorted(run_dir.glob("**/iter-*/step.json"))])
                     print(f"round {n + 1}, warm-up {w}: " + "; ".join(
                         f"{f['users']}u esbperf {f['tps']:.0f} TPS {f['mean_ms']:.3f} ms, wrk {f['wrk_tps'] or 0:.0f} "
