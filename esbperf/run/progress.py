@@ -50,8 +50,11 @@ class RunProgress:
             self._bar.update(self._task, description=f"step {self._number()} {self.label}", live=live)
         elif phase.split(" (")[0] != self._phase:   # a plain log: one line per phase, not per poll
             self._phase = phase.split(" (")[0]      # (an auto warm-up's reason changes at every sample)
-            self.print(f"step {self._number()} {self.label}: {phase}"
-                       + (f" ({left_s:.0f} s)" if left_s > 0 else ""))
+            if "(auto: " in phase:
+                said = f"{self._phase} (until steady, at most {left_s:.0f} s)"
+            else:
+                said = phase + (f" ({left_s:.0f} s)" if left_s > 0 else "")
+            self.print(f"step {self._number()} {self.label}: {said}")
 
     def _number(self) -> str:
         return f"{self.done + 1}" if self.total is None else f"{self.done + 1}/{self.total}"
