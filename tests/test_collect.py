@@ -112,3 +112,18 @@ def test_logs_still_held_open_after_the_wait_are_a_step_problem_not_silence(tmp_
     assert problems[0] == ("agent a1: its workers had not ended, or still held their logs open, 0.5 s after the "
                            "step (their last rows may be missing)"), problems
     assert (home / "a1-0-data.log").is_file() and not source.exists()
+
+
+def test_a_workers_last_transaction_is_read_from_the_tail_of_its_data_log(tmp_path: Path):
+    """The proof that a worker ran to the window's end (esbperf/run/step.py): its last logged
+    transaction's end, start plus test time, found in a log longer than the tail read."""
+    worker = collect.Worker("w0", "a1-0", "a1")
+    header = "Thread, Run, Test, Start time (ms since Epoch), Test time, Errors, HTTP status\n"
+    rows = "".join(f"{i % 7}, {i}, 1, {1_000_000 + 10 * i}, 3, 0, 200\n" for i in range(20_000))
+    log = tmp_path / f"{worker.name}-data.log"
+    log.write_text(header + rows + "3, 20000, 1, 1500000, 40, 0, 200\n"
+                                          + "4, 20001, 1, 1200000, 5, 0")   # a last line cut short
+    assert collect.last_row_ms(tmp_path, worker) == 1_500_040
+    log.write_text(header)
+    assert collect.last_row_ms(tmp_path, worker) is None
+    assert collect.last_row_ms(tmp_path, collect.Worker("w1", "a1-1", "a1")) is None

@@ -133,6 +133,26 @@ def has_rows(folder: Path, worker: Worker) -> bool:
         return bool(f.readline())
 
 
+def last_row_ms(folder: Path, worker: Worker) -> int | None:
+    """When the worker's last logged transaction ended (ms since the epoch; its start plus its
+    test time), from the tail of its data log; None without rows."""
+    data = folder / f"{worker.name}-data.log"
+    if not data.is_file():
+        return None
+    with open(data, "rb") as f:
+        f.seek(0, 2)
+        f.seek(max(0, f.tell() - 65536))
+        lines = f.read().decode("utf-8", "replace").splitlines()
+    ends = []
+    for line in lines:
+        fields = line.split(",")
+        try:
+            ends.append(int(fields[3]) + int(fields[4]))
+        except (IndexError, ValueError):   # the header, or a line cut by the seek
+            continue
+    return max(ends, default=None)
+
+
 def require_complete(problems: list[str]) -> None:
     if problems:
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
