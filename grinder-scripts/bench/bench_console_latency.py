@@ -1,6 +1,6 @@
 """Benchmark: what the console's quick message reader saves each step, on the set-up a user starts.
 
-    flock /tmp/esbperf-e2e.lock .venv/bin/python grinder-scripts/bench/bench_console_latency.py
+    .venv/bin/python grinder-scripts/bench/bench_console_latency.py
         [--rounds 3] [--idle 60] [--hops 5] [--poll MS] [--testbed local] [--esb camel] [--target direct]
         [--iterations 5]
 
