@@ -119,6 +119,11 @@ class RunContext:
     cross_check: str | None = None       # after each step, an independent client measures it too (crosscheck.py)
     warm: frozenset[str] = frozenset()   # targets a run just before this one loaded: no target warm-up
 
+    @property
+    def sample_interval_s(self) -> float:
+        """The console's sample interval, as the run recorded it (console.yaml sample_interval_ms)."""
+        return self.record.get("console_sample_interval_ms", 1000) / 1000
+
 
 def step_properties(ctx: RunContext, step: plans.Step, processes: int, threads: int, log_folder: str) -> dict:
     """The worker properties of a step (the control API accepts only these and esbperf.*)."""
@@ -292,7 +297,7 @@ class StepRunner:
         plan = self.ctx.plan
         a.warmup = self.console.until_steady(
             a.workers, a.first_report_ms + int(plan.warmup_s * 1000), a.first_report_ms + int(plan.warmup_max_s * 1000),
-            self.ctx.record.get("console_sample_interval_ms", 1000) / 1000, plan.duration_s)
+            self.ctx.sample_interval_s, plan.duration_s)
 
     def _measure(self, a: Attempt) -> None:
         self.console.wait_until(a.warmup_end_ms + int(self.ctx.plan.duration_s * 1000), "measuring", a.workers)

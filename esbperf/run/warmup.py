@@ -26,11 +26,11 @@ from esbperf.services.console import statistics
 
 FOLDER = ".warmup"   # the workers' logs come home here and are deleted: nothing of it is a result
 QUIET_MAX_S = 60     # how long the esb host may take to be quiet after the targets' warm-up
+QUIET_READINGS = 2   # ... as consecutive process readings (the monitor reads processes every 2 s)
 # warmup_s: auto: a target is warm once no trend would move its throughput or mean response time by
 # 5 % over this long. A JVM still compiling its path climbs for tens of seconds; a step's own
 # window (a few seconds) would call that climb steady.
 STEADY_HORIZON_S = 30
-QUIET_READINGS = 2   # ... as consecutive process readings (the monitor reads processes every 2 s)
 
 
 def first_steps(steps: list[plans.Step]) -> dict[str, plans.Step]:
@@ -89,8 +89,7 @@ def _load(ctx: RunContext, watch: ConsoleWatch, step: plans.Step, seconds: float
         first = watch.first_report(start_ms + 60_000, workers)
         if most_s > seconds:
             steadiness = watch.until_steady(workers, first + int(seconds * 1000), first + int(most_s * 1000),
-                                            ctx.record.get("console_sample_interval_ms", 1000) / 1000,
-                                            STEADY_HORIZON_S, f"warming {step.target} up")
+                                            ctx.sample_interval_s, STEADY_HORIZON_S, f"warming {step.target} up")
             steadiness = {k: steadiness[k] for k in ("steady", "reason")}
         else:
             watch.wait_until(first + int(seconds * 1000), f"warming {step.target} up", workers)
