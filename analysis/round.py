@@ -561,6 +561,35 @@ def limits_text(data: RoundData) -> str:
     ])
 
 
+# The thesis's graphs of each scenario, in the report's names (report/graphs/<plan>-<scenario>-<name>.svg):
+# shown on the page, then linked.
+SHOWN_GRAPHS = (("tps-vs-users", "throughput against users"),
+                ("response-time-vs-users", "mean response time against users"))
+LINKED_GRAPHS = (("tps-vs-payload", "throughput against payload"),
+                 ("response-time-vs-payload", "response time against payload"),
+                 ("percentiles", "percentiles"), ("process-cpu-vs-users", "CPU of each process against users"))
+
+
+def graphs_text(data: RoundData) -> str:
+    """The report's graphs of every scenario, the thesis's two shown, the others linked; and the
+    capacity searches' latency against rate, with the goal drawn."""
+    def found(pattern: str) -> list[str]:
+        return [g.relative_to(data.dir).as_posix() for g in sorted(data.dir.glob(pattern))]
+
+    parts = []
+    for scenario in data.scenarios():
+        shown = [f"![{scenario}: {what}]({g})" for name, what in SHOWN_GRAPHS
+                 for g in found(f"{REPORT}/graphs/*-{scenario}-{name}.svg")]
+        linked = [f"[{what}]({g})" for name, what in LINKED_GRAPHS for g in found(f"{REPORT}/graphs/*-{scenario}-{name}.svg")]
+        capacity = [f"![{scenario}: p99 against the offered rate]({g})"
+                    for g in sorted(found(f"{CAPACITY}/{scenario}-*-latency-vs-rate.svg"),
+                                    key=lambda g: _payload_bytes(g.split("/")[-1][len(scenario) + 1:].split("-")[0]))]
+        if shown or capacity:
+            parts.append(f"**{scenario}**" + (f" (also: {', '.join(linked)})" if linked else "") + "\n\n"
+                         + " ".join(shown + capacity))
+    return "\n\n".join(parts) or "The report of this round has no graphs."
+
+
 def page(data: RoundData) -> str:
     """The generated part of the round's page (Markdown, between START and END)."""
     found = figures(data)
@@ -609,6 +638,14 @@ def page(data: RoundData) -> str:
         "`esb_proc_cpu_mean`, % of one core; its neighbours, the engines not under test, apart).",
         "",
         per_core_table(found, data, kinds),
+        "",
+        "### Graphs",
+        "",
+        "Each scenario's throughput and mean response time against users (the thesis's graphs, at the payload nearest "
+        "the thesis's 100 KB; hollow markers: steps a validity warning names) and, where searched, p99 latency "
+        "against the offered rate with the goal drawn. Every graph of the round is in [the report](report/report.html).",
+        "",
+        graphs_text(data),
         "",
         "### Capacity within the p99 goal",
         "",

@@ -317,7 +317,9 @@ def test_publishing_replaces_the_published_round_keeps_the_rules_and_stays_under
     for name in ("round.json", "verification.csv", "figures.csv", "report/summary.csv", "report/aggregate.csv", "report/report.html",
                  "report/hlog.tar.gz", "capacity/capacity.csv", "runs/r-proxy/run.json", "runs/r-cbr/run.json"):
         assert (target / name).is_file(), name
-    assert any((target / "report" / "graphs").glob("*.png")) and any((target / "report" / "graphs").glob("*.svg"))
+    # The graphs as SVG only (report.html carries them as PNG), and shown on the page.
+    assert any((target / "report" / "graphs").glob("*.svg")) and not any((target / "report" / "graphs").glob("*.png"))
+    assert "![proxy: throughput against users](report/graphs/" in page
     assert not list(target.rglob("*-data.log")) and not list(target.glob(".publishing-*"))
     assert sum(f.stat().st_size for f in target.rglob("*") if f.is_file()) < 20_000_000
     # The published folder reads as a round: a later rerun compares with it.

@@ -41,8 +41,10 @@ ROUND_FILE = "round.json"
 RUNS = "runs"
 MAX_PUBLISHED_BYTES = 20_000_000
 # What a published round holds, relative to the round's folder (runs/<run>/run.json: each run's manifest).
+# What a published round holds (names or patterns under the round's folder). The report's graphs as
+# SVG only: report.html carries them as PNG already, and both would not fit the 20 MB.
 PUBLISHED = ("round.json", "verification.csv", "README.md", "figures.csv", "report/report.html",
-             "report/summary.csv", "report/aggregate.csv", "report/hlog.tar.gz", "report/graphs", "capacity")
+             "report/summary.csv", "report/aggregate.csv", "report/hlog.tar.gz", "report/graphs/*.svg", "capacity")
 # The capacity searches' starts are chosen within a quarter to a half of the capacities measured here:
 # the estimate assumes each capacity lies within 4 × its start rate.
 CAPACITY_OVER_START = 4
@@ -240,11 +242,11 @@ def published_files(folder: Path) -> list[tuple[Path, str]]:
     """(file, its path in the published folder) of everything a published round holds."""
     files = []
     for name in PUBLISHED:
-        path = folder / name
-        if path.is_dir():
-            files += [(f, f.relative_to(folder).as_posix()) for f in sorted(path.rglob("*")) if f.is_file()]
-        elif path.is_file():
-            files.append((path, name))
+        for path in sorted(folder.glob(name)):
+            if path.is_dir():
+                files += [(f, f.relative_to(folder).as_posix()) for f in sorted(path.rglob("*")) if f.is_file()]
+            elif path.is_file():
+                files.append((path, path.relative_to(folder).as_posix()))
     files += [(f, f.relative_to(folder).as_posix()) for f in sorted((folder / RUNS).glob(f"*/{layout.RUN_FILE}"))]
     return files
 
