@@ -258,6 +258,32 @@ def test_a_port_in_use_is_a_one_line_error(lone_console):
         console.console_process(testbed)
 
 
+def test_testbed_check_asks_the_console_started_here_with_its_own_token(state_dir, tmp_path, monkeypatch):
+    """`testbed check` reads the console's version with the token of the console `testbed start`
+    ran on this machine (it once looked only where the runner's default is, and said the token was
+    not here); without any token it says so in the probe's detail, not as a failure."""
+    from esbperf.testbed import hosts, preflight
+
+    monkeypatch.delenv(console.TOKEN_ENV, raising=False)
+    testbed = topology.load(write_testbed(tmp_path / "checked.yaml", ECHO_PORTS, console_port=16472, api_port=16473))
+    workdir = hosts.local_state(testbed, "client") / "console"
+    process = console.start_console(testbed, workdir=workdir)
+    try:
+        def api_probe():
+            [client] = preflight.check(testbed, roles=["client"], timeout=2)
+            return next(p for p in client.probes if p.service == "console API")
+
+        api = api_probe()
+        version = console.control_client(testbed, console.token_file(workdir)).version()
+        assert api.ok and not api.warning and api.detail.endswith(f", {version}")
+        console.token_file(workdir).rename(tmp_path / "token-elsewhere")
+        api = api_probe()
+        assert api.ok and api.detail.endswith(", answers; this machine holds no token for it (a runner here needs "
+                                              "$ESBPERF_CONSOLE_TOKEN or --token-file)")
+    finally:
+        process.stop()
+
+
 def test_agents_reconnect_when_the_console_restarts(state_dir, echoes, tmp_path):
     testbed = topology.load(write_testbed(tmp_path / "restart.yaml", ECHO_PORTS, console_port=16672, api_port=16673))
     first = console.start_console(testbed, workdir=tmp_path / "c1")

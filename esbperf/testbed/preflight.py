@@ -21,9 +21,11 @@ import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from esbperf.core.errors import EsbperfError
 from esbperf.core.topology import Host, Testbed
+from esbperf.testbed import hosts
 
 SKEW_TRIES = 5
 
@@ -76,7 +78,7 @@ def _http_get(address: str, port: int, path: str, timeout: float) -> tuple[http.
         conn.close()
 
 
-def _probe(probe: Probe, timeout: float) -> None:
+def _probe(probe: Probe, timeout: float, token: Path | None = None) -> None:
     start = time.monotonic()
     try:
         socket.create_connection((probe.address, probe.port), timeout=timeout).close()
@@ -100,22 +102,24 @@ def _probe(probe: Probe, timeout: float) -> None:
             if backend != probe.role:
                 probe.warning = f"the echo there answers as {backend!r}, not {probe.role}"
         elif probe.service == "console API":
-            probe.detail += ", " + _console_version(probe, timeout)
+            probe.detail += ", " + _console_version(probe, timeout, token)
     except (OSError, http.client.HTTPException, ValueError, AttributeError, EsbperfError) as e:
         probe.warning = f"accepts connections but does not answer HTTP as a {probe.service} ({e})"
 
 
-def _console_version(probe: Probe, timeout: float) -> str:
-    """The console's version through its control API, with the token when this machine has it."""
+def _console_version(probe: Probe, timeout: float, token_file: Path | None) -> str:
+    """The console's version through its control API, with the token when this machine has it: the
+    token file of the console `testbed up` started here, else as the runner finds it."""
     from esbperf.services.console import ControlClient, read_token
 
-    token = read_token()
+    token = read_token(token_file)
     host = f"[{probe.address}]" if ":" in probe.address else probe.address
     try:
         return str(ControlClient(f"http://{host}:{probe.port}", token, timeout).version())
     except EsbperfError as e:
         if "wants its token" in str(e):
-            return "answers; its token is not on this machine (give $ESBPERF_CONSOLE_TOKEN to the runner)"
+            return ("answers; this machine holds no token for it (a runner here needs $ESBPERF_CONSOLE_TOKEN "
+                    "or --token-file)")
         raise
 
 
@@ -242,13 +246,14 @@ def check(testbed: Testbed, esbs: set[str] | None = None, roles: list[str] | Non
     """Probe every host of the testbed (or those of `roles`) in parallel. `esbs`: the ESB ports to
     probe (None: all of them; empty: none, for the no-ESB baseline)."""
     timeout = min(timeout, 5.0)
+    token = hosts.console_token(testbed)
     reports = [HostReport(role, host.address, _probes(testbed, host, esbs))
                for role, host in testbed.hosts.items() if not roles or role in roles]
 
     def one(report: HostReport) -> None:
         host = testbed.hosts[report.role]
         for probe in report.probes:
-            _probe(probe, timeout)
+            _probe(probe, timeout, token)
         monitor = next((p for p in report.probes if p.service == "monitor" and p.ok), None)
         if monitor:
             skew = clock_skew(monitor.address, monitor.port, timeout)
