@@ -1,5 +1,6 @@
 """report.html: one self-contained page (inline CSS, graphs as PNG data URIs, no script, nothing
-fetched from the network), with links to the SVG graphs and CSV files beside it."""
+fetched from the network), with links to the SVG graphs and CSV files beside it. A report made to be
+published with its graphs (a round's) shows the SVG files beside it instead of carrying PNG copies."""
 from __future__ import annotations
 
 import base64
@@ -321,11 +322,12 @@ OPEN_NOT_CROSSCHECKED = ("Open-model steps are not cross-checked against wrk: wr
                          "connections busy (a closed model), so its figures answer another question.")
 
 
-def _figure(graph, folder: Path) -> str:
-    png = base64.b64encode(graph.files["png"].read_bytes()).decode("ascii")
+def _figure(graph, folder: Path, embed: bool = True) -> str:
     svg = graph.files["svg"].relative_to(folder).as_posix()
+    src = ("data:image/png;base64," + base64.b64encode(graph.files["png"].read_bytes()).decode("ascii")
+           if embed else svg)
     wide = ' class="wide"' if len(graph.panels) > 1 else ""
-    return (f"<figure id=\"{escape(graph.name)}\"{wide}><img src=\"data:image/png;base64,{png}\" "
+    return (f"<figure id=\"{escape(graph.name)}\"{wide}><img src=\"{escape(src)}\" "
             f"alt=\"{escape(graph.title)}\"><figcaption>{escape(graph.title)} "
             f"(<a href=\"{escape(svg)}\">SVG</a>)</figcaption></figure>")
 
@@ -360,17 +362,17 @@ def _validity_pair(r: dict) -> str:
     return escape(f"{_kinds(mine)} / {_kinds(theirs)}")
 
 
-def _series_section(analysis: "Analysis", folder: Path) -> str:
+def _series_section(analysis: "Analysis", folder: Path, embed: bool) -> str:
     """The steps whose window drifted, interval by interval (graphs.series_graphs)."""
     if not analysis.series_graphs:
         return ""
-    figures = "".join(_figure(g, folder) for g in analysis.series_graphs)
+    figures = "".join(_figure(g, folder, embed) for g in analysis.series_graphs)
     return ("<h2 id=\"drift\">Steps that moved while measured</h2><p class=\"muted\">Throughput and mean "
             "response time of each interval of the steps named by the drift warning: the warm-up dashed (negative "
             "seconds), the measurement window solid.</p>" + f"<div class=\"graphs\">{figures}</div>")
 
 
-def render(analysis: "Analysis", kind: str, folder: Path) -> str:
+def render(analysis: "Analysis", kind: str, folder: Path, embed_graphs: bool = True) -> str:
     labels = ", ".join(dict.fromkeys(r.label for r in analysis.runs))
     parts = [
         f"<h1>esbperf {kind}: {escape(labels)}</h1>",
@@ -383,7 +385,7 @@ def render(analysis: "Analysis", kind: str, folder: Path) -> str:
         "<a href=\"hlog/\">hlog/</a> (each step's HdrHistogram interval logs, one histogram a second).</p>",
         _warnings_section(analysis),
         _ratios_section(analysis),
-        _series_section(analysis, folder),
+        _series_section(analysis, folder, embed_graphs),
     ]
     for plan, runs in analysis.plans.items():
         for scenario in sorted({s.meta["scenario"] for r in runs for s in r.steps}):
@@ -396,7 +398,7 @@ def render(analysis: "Analysis", kind: str, folder: Path) -> str:
                          "A dotted black line is the no-ESB baseline.</p>")
             parts.append(_scenario_table(analysis, runs, scenario))
             parts.append(_open_table(analysis, runs, scenario))
-            figures = "".join(_figure(g, folder) for g in analysis.graphs
+            figures = "".join(_figure(g, folder, embed_graphs) for g in analysis.graphs
                               if g.plan == plan and g.scenario == scenario)
             parts.append(f"<div class=\"graphs\">{figures}</div>")
     parts.append(_calibration_section(analysis))

@@ -119,16 +119,18 @@ def _check_out_dir(out: Path) -> None:
                            "(choose another --out, or leave it out for a new folder)")
 
 
-def write_report(run_dirs: list[Path], out: Path | None = None, compare: bool = False) -> Path:
+def write_report(run_dirs: list[Path], out: Path | None = None, compare: bool = False,
+                 embed_graphs: bool = True) -> Path:
     """Analyse `run_dirs` and write the report folder; returns its path.
 
     compare=True adds the ratio table (ratios.csv) of every series (run and target) against the
-    reference: the first run's `direct` target, else its first target."""
-    return build_report(run_dirs, out, compare)[0]
+    reference: the first run's `direct` target, else its first target. embed_graphs=False: report.html
+    shows the SVG graphs beside it rather than carrying PNG copies (a report published with them)."""
+    return build_report(run_dirs, out, compare, embed_graphs=embed_graphs)[0]
 
 
 def build_report(run_dirs: list[Path], out: Path | None = None, compare: bool = False,
-                 check: Callable[[Analysis], None] | None = None) -> tuple[Path, Analysis]:
+                 check: Callable[[Analysis], None] | None = None, embed_graphs: bool = True) -> tuple[Path, Analysis]:
     """write_report, also returning what was analysed (for the CLI's summary). `check` is called
     with the analysis before anything is written: an error it raises (the gate refusing its
     limits) leaves no report behind."""
@@ -154,7 +156,7 @@ def build_report(run_dirs: list[Path], out: Path | None = None, compare: bool = 
         if analysis.ratios is not None:
             analysis.ratios.write_csv(partial / "ratios.csv", float_precision=CSV_DECIMALS)
         graphing.draw_all(analysis.graphs + analysis.series_graphs, partial / "graphs")
-        (partial / "report.html").write_text(render(analysis, kind, partial), encoding="utf-8")
+        (partial / "report.html").write_text(render(analysis, kind, partial, embed_graphs), encoding="utf-8")
         if out.exists():
             out.rmdir()          # an empty folder the user named; rename cannot replace it otherwise
         partial.rename(out)      # fails, rather than replaces, if a report appeared there meanwhile

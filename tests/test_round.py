@@ -7,6 +7,7 @@ refuses, each in one line."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -182,7 +183,7 @@ def synthetic_round(folder: Path, iterations: int = 3, slower: dict | None = Non
         "finished": "2026-11-26T11:50:00+0000",
         "parts": [{"kind": "closed", "plan": "r-proxy", "targets": list(PROXY_TARGETS), "run": "runs/r-proxy"},
                   {"kind": "closed", "plan": "r-cbr", "targets": list(CBR_TARGETS), "run": "runs/r-cbr"}]})
-    write_report([proxy, cbr], folder / pages.REPORT)
+    write_report([proxy, cbr], folder / pages.REPORT, embed_graphs=False)   # as round.py writes it
     pages.pack_hlogs(folder / pages.REPORT)
     rates = capacity or {"haproxy": 4400, "nginx": 4000, "camel": 2000}
     (folder / pages.CAPACITY).mkdir()
@@ -320,6 +321,11 @@ def test_publishing_replaces_the_published_round_keeps_the_rules_and_stays_under
     # The graphs as SVG only (report.html carries them as PNG), and shown on the page.
     assert any((target / "report" / "graphs").glob("*.svg")) and not any((target / "report" / "graphs").glob("*.png"))
     assert "![proxy: throughput against users](report/graphs/" in page
+    # The published report shows those SVG files: no PNG copies in it, and none of its graphs missing.
+    html = (target / "report" / "report.html").read_text()
+    shown = re.findall(r'<img src="([^"]+)"', html)
+    assert shown and "data:image" not in html
+    assert all(src.endswith(".svg") and (target / "report" / src).is_file() for src in shown)
     assert not list(target.rglob("*-data.log")) and not list(target.glob(".publishing-*"))
     assert sum(f.stat().st_size for f in target.rglob("*") if f.is_file()) < 20_000_000
     # The published folder reads as a round: a later rerun compares with it.

@@ -73,6 +73,7 @@ def test_a_small_round_runs_end_to_end_and_writes_its_page(tmp_path, monkeypatch
     assert summary.filter(pl.col("target") == "camel")["esb_proc_cpu_mean"].min() > 0
     assert summary["esb_neighbours_cpu_mean"].drop_nulls().len() >= summary.height - 2
     assert (folder / "capacity" / "capacity.csv").is_file() and (folder / "report" / "hlog.tar.gz").is_file()
+    assert "data:image" not in (folder / "report" / "report.html").read_text()   # its SVGs beside it, published
     text = page.read_text()
     assert "### proxy, 1KB" in text and "### cbr, 1KB" in text and "### Capacity within the p99 goal" in text
     assert "| 3 | camel |" in text and "wrk measured 4 closed steps" in text

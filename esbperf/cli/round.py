@@ -42,7 +42,8 @@ RUNS = "runs"
 MAX_PUBLISHED_BYTES = 20_000_000
 # What a published round holds, relative to the round's folder (runs/<run>/run.json: each run's manifest).
 # What a published round holds (names or patterns under the round's folder). The report's graphs as
-# SVG only: report.html carries them as PNG already, and both would not fit the 20 MB.
+# SVG only: its report.html shows those (write_report's embed_graphs=False), and PNG copies as well
+# would not fit the 20 MB.
 PUBLISHED = ("round.json", "verification.csv", "README.md", "figures.csv", "report/report.html",
              "report/summary.csv", "report/aggregate.csv", "report/hlog.tar.gz", "report/graphs/*.svg", "capacity")
 # The capacity searches' starts are chosen within a quarter to a half of the capacities measured here:
@@ -215,7 +216,7 @@ def finish(folder: Path, rnd: rounds.Round, console: Console, publish: bool) -> 
     report = folder / pages.REPORT
     analysed = not (report / "aggregate.csv").is_file()
     if analysed:
-        write_report(closed, report)
+        write_report(closed, report, embed_graphs=False)   # published with its SVG graphs beside it
     pages.pack_hlogs(report)
     capacity_runs = [run for kind, run in runs if kind == "capacity"]
     if capacity_runs and not (folder / pages.CAPACITY).exists():
