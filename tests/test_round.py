@@ -22,7 +22,7 @@ from esbperf.cli import main
 from esbperf.cli import round as round_cli
 from esbperf.core import plan as plans, rounds, topology
 from esbperf.core.errors import EsbperfError
-from esbperf.run import environment, estimate
+from esbperf.run import environment, estimate, warmup
 from esbperf.testbed import hosts
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,6 +59,27 @@ def test_round_1_splits_its_plans_where_the_floors_do_not_serve():
     quick = rnd.quick
     assert (quick.closed.sizes(), quick.closed.iterations, len(quick.closed.users)) == ([1024], 1, 1)
     assert round_cli.engines_of(parts, testbed) == ["nginx", "haproxy", "camel", "synapse", "spring-integration"]
+
+
+def test_the_quick_round_warms_each_kind_of_target_for_its_own_time_and_counts_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("ESBPERF_STATE", str(tmp_path))
+    estimate.remember(**MEASURED)
+    rnd = rounds.load("round-1")
+    testbed = topology.load(rnd.testbed)
+    targets = {t: testbed.target(t) for t in rnd.quick.targets}
+    loads = warmup.loads(rnd.quick.closed, targets)
+    assert loads == {"direct": ("direct", 1), "nginx": ("floor", 1), "haproxy": ("floor", 1), "camel": ("esb", 1),
+                     "synapse": ("esb", 1), "spring-integration": ("esb", 1)}
+    assert {kind: rnd.quick.closed.target_warmup(kind) for kind, _ in loads.values()} == {
+        "direct": (10, 10), "floor": (10, 10), "esb": (150, 150)}
+    # The estimate counts each target's own warm-up and its workers' start.
+    [closed, _] = round_cli.parts_of(rnd, True, testbed)
+    rows, _ = round_cli.estimate_seconds(rnd, True, testbed)
+    steps = closed.plan.steps(list(closed.targets))
+    bare = estimate.estimate(closed.plan, steps, "wrk", {}).total_s
+    assert rows[0][1] - bare == pytest.approx(3 * 10 + 3 * 150 + 6 * MEASURED["startup_s"])
+    # Without kinds, every target counts as an ESB (the longest).
+    assert estimate.estimate(closed.plan, steps, "wrk").total_s - bare == pytest.approx(6 * (150 + MEASURED["startup_s"]))
 
 
 @pytest.mark.parametrize("quick, budget_s", [(False, 2 * 3600), (True, 15 * 60)])

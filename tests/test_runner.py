@@ -220,6 +220,11 @@ def test_a_back_end_that_dies_mid_step_stops_the_run_and_loses_nothing(grinder, 
     ({"warmup_s": 3, "target_warmup_max_s": 9}, "field 'target_warmup_max_s' applies to warmup_s: auto"),
     ({"warmup_s": "auto", "target_warmup_s": 9, "target_warmup_max_s": 3},
      "field 'target_warmup_max_s' (3) must be at least target_warmup_s (9)"),
+    ({"target_warmup_s": {"direct": 5, "esb": 60}},
+     "field 'target_warmup_s' per kind of target must give each of direct, floor, esb a number of seconds >= 0"),
+    ({"target_warmup_s": {"direct": 5, "floor": 5, "esb": -1}}, "field 'target_warmup_s' per kind of target"),
+    ({"warmup_s": "auto", "target_warmup_s": {"direct": 5, "floor": 5, "esb": 120}, "target_warmup_max_s": 60},
+     "field 'target_warmup_max_s' (60 for esb) must be at least target_warmup_s (120 for esb)"),
 ])
 def test_invalid_plans_say_file_field_and_what_is_allowed(tmp_path, fields, message):
     path = write_plan(tmp_path / "bad.yaml", **fields)
@@ -241,6 +246,19 @@ def test_a_plan_warms_up_until_steady_or_for_fixed_seconds_as_its_file_says(tmp_
     fixed = plans.load(write_plan(tmp_path / "fixed.yaml", warmup_s=3))
     assert (fixed.name, fixed.warmup_auto, fixed.step_seconds()) == ("fixed", False, 5)
     assert not {"warmup_min_s", "warmup_max_s", "target_warmup_max_s"} & set(fixed.to_dict())
+
+
+def test_a_plan_may_warm_each_kind_of_target_for_its_own_time(tmp_path):
+    by_kind = {"direct": 10, "floor": 10, "esb": 120}
+    plan = plans.load(write_plan(tmp_path / "kinds.yaml", warmup_s="auto", target_warmup_s=by_kind,
+                                 target_warmup_max_s={**by_kind, "direct": 30}))
+    assert [plan.target_warmup(k) for k in plans.WARMUP_KINDS] == [(10, 30), (10, 10), (120, 120)]
+    again = plans.Plan.from_dict(plan.to_dict(), "run.json")   # as run.json keeps it, and --resume reads it back
+    assert again.target_warmup_s == by_kind and again.target_warmup("direct") == (10, 30)
+    one = plans.load(write_plan(tmp_path / "one.yaml", warmup_s=3, target_warmup_s=20))
+    assert one.target_warmup("esb") == one.target_warmup("floor") == (20, 20) and one.warms_targets()
+    none = plans.load(write_plan(tmp_path / "none.yaml", target_warmup_s={"direct": 0, "floor": 0, "esb": 0}))
+    assert not none.warms_targets()
 
 
 def test_invalid_plan_on_the_command_line_is_one_line_and_exit_2(tmp_path):

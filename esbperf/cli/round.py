@@ -33,7 +33,7 @@ from esbperf.core.config import AgentConfig, state_dir
 from esbperf.core.errors import EsbperfError
 from esbperf.core.project import CONTROL_API, GRINDER_HOME, HTTP_CLIENT, JAXWS_ECHO, MONITOR, ensure_built
 from esbperf.results import layout
-from esbperf.run import crosscheck, estimate, preflight, runner
+from esbperf.run import crosscheck, estimate, preflight, runner, warmup
 from esbperf.run.verify import verify_target
 from esbperf.services import esb
 
@@ -88,7 +88,9 @@ def estimate_seconds(rnd: rounds.Round, quick: bool, testbed: topology.Testbed) 
     rows, analysed = [], 0
     for part in parts_of(rnd, quick, testbed):
         steps = part.plan.steps(list(part.targets))
-        guess = estimate.estimate(part.plan, steps, rnd.cross_check if part.kind == "closed" else None)
+        targets = {t: testbed.target(t) for t in part.targets}
+        guess = estimate.estimate(part.plan, steps, rnd.cross_check if part.kind == "closed" else None,
+                                  warmup.loads(part.plan, targets))
         if part.kind == "closed":
             seconds = guess.total_s
             analysed += len(steps)

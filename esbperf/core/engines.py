@@ -206,6 +206,15 @@ def load_all() -> dict[str, Engine]:
     return _load_all(os.environ.get(ENV, ""))
 
 
+def warmup_kind(target_kind: str, esb: str | None) -> str:
+    """How a plan's per-kind target warm-up (plan.WARMUP_KINDS) names a target of the testbed (its
+    `kind` and `esb`): direct, floor, or esb (an ESB, or an engine esbperf does not know)."""
+    if target_kind == "direct":
+        return "direct"
+    engine = load_all().get(esb or "")
+    return "floor" if engine is not None and engine.kind == "floor" else "esb"
+
+
 @lru_cache(maxsize=4)
 def _load_all(_env: str) -> dict[str, Engine]:
     engines: dict[str, Engine] = {}

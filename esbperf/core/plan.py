@@ -38,9 +38,11 @@ FIELDS = {
     "warmup_max_s": "with warmup_s: auto, the most (default 60): a step not steady by then is measured and named "
                     "'no steady state'",
     "target_warmup_s": "seconds each target is loaded before its first step, so the first iteration does not "
-                       "measure a cold JVM (number >= 0; default 0); with warmup_s: auto, the least",
+                       "measure a cold JVM (number >= 0; default 0), or per kind of target: {direct: S, floor: S, "
+                       "esb: S}; with warmup_s: auto, the least",
     "target_warmup_max_s": "with warmup_s: auto, the most seconds a target is loaded before its first step: it is "
-                           "loaded until steady over the next 30 s (default 60)",
+                           "loaded until steady over the next 30 s (default 60), or per kind of target as "
+                           "target_warmup_s",
     "iterations": "how many times the whole plan runs (positive integer)",
     "keepalive": "true or false",
     "timeout_s": "seconds to wait for an answer (positive number)",
@@ -52,6 +54,9 @@ FIELDS = {
                 "start_rate: RATE, max_rate: RATE} (docs/capacity.md); the search chooses the rates",
 }
 RESTARTS = ("per-run", "per-step")
+# The kinds of target a target warm-up may be given per (engines.warmup_kind): a JVM ESB compiles its
+# path for minutes, the baseline's echoes and a native floor are warm in seconds.
+WARMUP_KINDS = ("direct", "floor", "esb")
 ARRIVALS = ("uniform", "poisson")
 # A plan's name becomes its run folder's: letters, digits, '.', '_', '-', not starting with '.'.
 NAME_RE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}$")
@@ -152,12 +157,14 @@ class Plan:
     script: str = ""            # a user's own Grinder script runs the steps (its name is the scenario)
     restart: str = "per-run"    # per-step: a fresh ESB process for every step
     payload_check: str = ""     # how payload files' echoes are compared ("" without payload files)
-    target_warmup_s: float = 0  # each target loaded this long before its first step (esbperf/run/warmup.py)
+    # Each target loaded this long before its first step (esbperf/run/warmup.py); a mapping gives it per
+    # kind of target (WARMUP_KINDS), as does target_warmup_max_s: target_warmup() reads both.
+    target_warmup_s: float | dict[str, float] = 0
     # warmup_s: auto: the window opens once the step is steady (esbperf/core/steady.py), no sooner than
     # warmup_s (then the minimum) and no later than warmup_max_s after the workers' first report.
     warmup_auto: bool = False
     warmup_max_s: float = 60
-    target_warmup_max_s: float = 60   # warmup_s: auto: the target is loaded until steady, at most this long
+    target_warmup_max_s: float | dict[str, float] = 60   # warmup_s: auto: loaded until steady, at most this long
     arrivals: str = "uniform"   # open model: evenly spaced, or Poisson (exponential gaps)
     seed: int | None = None     # Poisson arrivals' seed (the runner draws one when the plan has none)
     capacity: capacities.Goal | None = None   # a capacity search per target, scenario and payload
@@ -197,6 +204,18 @@ class Plan:
                     for users, rate in self.loads():
                         out += [Step(s, size, users, i, t, rate, file) for t in order]
         return out
+
+    def target_warmup(self, kind: str) -> tuple[float, float]:
+        """The least and the most seconds a target of `kind` (WARMUP_KINDS) is loaded before its first
+        step: the same unless warmup_s is auto."""
+        def of(value: float | dict[str, float]) -> float:
+            return value[kind] if isinstance(value, dict) else value
+        least = of(self.target_warmup_s)
+        return least, max(least, of(self.target_warmup_max_s)) if self.warmup_auto else least
+
+    def warms_targets(self) -> bool:
+        """Whether any kind of target is loaded before its first step."""
+        return any(self.target_warmup(kind)[0] > 0 for kind in WARMUP_KINDS)
 
     def cross_checks(self, iteration: int) -> bool:
         """Whether a run with --cross-check measures this iteration's closed-model steps with wrk too."""
@@ -329,6 +348,17 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
             fail(name, value)
         return value
 
+    def per_kind(name: str, default: float) -> float | dict[str, float]:
+        """A number of seconds >= 0, or one per kind of target: every kind of WARMUP_KINDS, no other."""
+        value = data.get(name, default)
+        if not isinstance(value, dict):
+            return number(name, default, 0, strict=False)
+        if set(value) != set(WARMUP_KINDS) or any(isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0
+                                                  for v in value.values()):
+            raise EsbperfError(f"{source}: field '{name}' per kind of target must give each of "
+                               f"{', '.join(WARMUP_KINDS)} a number of seconds >= 0, got {value!r}")
+        return {kind: value[kind] for kind in WARMUP_KINDS}
+
     def a_list(name: str) -> list:
         value = data[name]
         if not isinstance(value, list) or not value:
@@ -404,10 +434,14 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
         if warmup_max_s < warmup_s:
             raise EsbperfError(f"{source}: field 'warmup_max_s' ({warmup_max_s:g}) must be at least warmup_min_s "
                                f"({warmup_s:g})")
-        target_warmup_max_s = number("target_warmup_max_s", 60, 0, strict=False)
-        if target_warmup_max_s < number("target_warmup_s", 0, 0, strict=False):
-            raise EsbperfError(f"{source}: field 'target_warmup_max_s' ({target_warmup_max_s:g}) must be at least "
-                               f"target_warmup_s ({data.get('target_warmup_s')})")
+        target_warmup_max_s = per_kind("target_warmup_max_s", 60)
+        least = per_kind("target_warmup_s", 0)
+        for kind in WARMUP_KINDS:
+            most, at_least = (v[kind] if isinstance(v, dict) else v for v in (target_warmup_max_s, least))
+            if most < at_least:
+                of = f" for {kind}" if isinstance(target_warmup_max_s, dict) or isinstance(least, dict) else ""
+                raise EsbperfError(f"{source}: field 'target_warmup_max_s' ({most:g}{of}) must be at least "
+                                   f"target_warmup_s ({at_least:g}{of})")
     else:
         for bound in ("warmup_min_s", "warmup_max_s", "target_warmup_max_s"):
             if bound in data:
@@ -426,7 +460,7 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
         max_threads_per_process=number("max_threads_per_process", 100, 1, integer=True),
         restart=restart,
         payload_check=payload_check,
-        target_warmup_s=number("target_warmup_s", 0, 0, strict=False), target_warmup_max_s=target_warmup_max_s,
+        target_warmup_s=per_kind("target_warmup_s", 0), target_warmup_max_s=target_warmup_max_s,
         arrivals=arrivals, seed=seed, capacity=goal, cross_check_iterations=checked,
         source=source,
     )

@@ -13,6 +13,7 @@ import os
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 from esbperf.core.config import state_dir
 from esbperf.core.plan import Plan, Step
@@ -95,16 +96,21 @@ def cross_check_seconds(plan: Plan, step: Step, cross_check: str | None) -> floa
     return plan.duration_s + XCHECK_TAIL_S
 
 
-def estimate(plan: Plan, steps: list[Step], cross_check: str | None = None) -> Estimate:
+def estimate(plan: Plan, steps: list[Step], cross_check: str | None = None,
+             warm_loads: Mapping[str, tuple[str, int]] | None = None) -> Estimate:
+    """warm_loads: each target to warm up before its first step, its kind (plan.WARMUP_KINDS) and how
+    many scenarios its warm-up loads in turn (warmup.loads); default: every target of `steps`, as an
+    ESB, on the plan's scenarios."""
     history = _load()
     median = {k: statistics.median(history[k]) if history.get(k) else v for k, v in DEFAULTS.items()}
     per_step = step_seconds(plan, median["startup_s"], median["tail_s"], median["auto_warmup_s"])
     per_run = median["run_overhead_s"] + len(plan.calibration_sizes()) * median["calibration_s"]
-    if plan.target_warmup_s:   # each target warmed up once, each scenario's workers started once
-        warmups = len({s.target for s in steps}) * (len(plan.scenarios) or 1)
-        # warmup_s: auto loads a target until steady: somewhere between its least and its most.
-        each = (plan.target_warmup_s + plan.target_warmup_max_s) / 2 if plan.warmup_auto else plan.target_warmup_s
-        per_run += len({s.target for s in steps}) * each + warmups * median["startup_s"]
+    if warm_loads is None:
+        warm_loads = {s.target: ("esb", len(plan.scenarios) or 1) for s in steps}
+    for kind, scenarios in warm_loads.values():   # each scenario's workers started once
+        least, most = plan.target_warmup(kind)
+        if least > 0:   # warmup_s: auto loads a target until steady: somewhere between its least and its most
+            per_run += (least + most) / 2 + scenarios * median["startup_s"]
     return Estimate([(s, per_step + cross_check_seconds(plan, s, cross_check)) for s in steps], per_run,
                     len(history.get("tail_s") or []))
 

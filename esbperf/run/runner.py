@@ -405,7 +405,7 @@ def dry_run(plan: plans.Plan, target_names: list[str], testbed: topology.Testbed
     agents = testbed.load_roles
     plan.check_agents(len(agents), AgentConfig.load().max_worker_processes,
                       f"the {len(agents)} load host(s) of {testbed.path} (an agent each)")
-    guess = estimate.estimate(plan, steps, cross_check)
+    guess = estimate.estimate(plan, steps, cross_check, warmup.loads(plan, targets))
     checked = sum(estimate.cross_check_seconds(plan, step, cross_check) > 0 for step in steps)
     table = Table(title=f"{plan.name} against {', '.join(targets)}: {len(steps)} steps "
                         f"({plan.model} model, {len(agents)} load host(s): {', '.join(agents)})")

@@ -1,10 +1,10 @@
 """A warm target before the first measured step: each target of a run is loaded for the plan's
-`target_warmup_s` before its first step, by the same workers and requests as its steps (the
-plan's scenarios in turn, at the first step's payload and users), so that iteration 1 does not
-measure a JVM that is still compiling the path; with `warmup_s: auto`, for at least that long and
-then until its throughput and response time are steady over STEADY_HORIZON_S, at most
-`target_warmup_max_s`. Nothing of it is measured; run.json records what
-was done (`target_warmup`). A target restarted before every step (`restart: per-step`) gets only
+`target_warmup_s` (its kind's, when the plan gives one per kind: a JVM ESB compiles its path for
+minutes) before its first step, by the same workers and requests as its steps (the plan's scenarios
+in turn, at the first step's payload and users), so that iteration 1 does not measure a JVM that is
+still compiling the path; with `warmup_s: auto`, for at least that long and then until its
+throughput and response time are steady over STEADY_HORIZON_S, at most `target_warmup_max_s`.
+Nothing of it is measured; run.json records what was done (`target_warmup`). A target restarted before every step (`restart: per-step`) gets only
 each step's own warm-up: warming it before would warm a process that is about to go."""
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
-from esbperf.core import plan as plans, roles, steady
+from esbperf.core import engines, plan as plans, roles, steady, topology
 from esbperf.core.errors import EsbperfError
 from esbperf.results import layout
 from esbperf.run import collect
@@ -41,20 +41,30 @@ def first_steps(steps: list[plans.Step]) -> dict[str, plans.Step]:
     return first
 
 
+def loads(plan: plans.Plan, targets: Mapping[str, topology.Target]) -> dict[str, tuple[str, int]]:
+    """What warm_targets will load, for the estimate: each target's kind and how many scenarios."""
+    return {name: (engines.warmup_kind(t.kind, t.esb), 1 if plan.script else len(plan.scenarios))
+            for name, t in targets.items()}
+
+
 def warm_targets(ctx: RunContext, watch: ConsoleWatch, steps: list[plans.Step],
                  echo: Callable[[str], None]) -> list[dict]:
     """Load each target of `steps` before its first step; what was done, for run.json."""
     plan = ctx.plan
-    if plan.target_warmup_s <= 0 or not steps:
+    if not plan.warms_targets() or not steps:
         return []
     done = []
     for target, first in first_steps(steps).items():
-        if plan.restart == "per-step" and ctx.targets[target].kind == "esb":
+        t = ctx.targets[target]
+        least, most = plan.target_warmup(engines.warmup_kind(t.kind, t.esb))
+        if least <= 0:
+            continue
+        if plan.restart == "per-step" and t.kind == "esb":
             done.append({"target": target, "skipped": "restarted before every step (restart: per-step)"})
             continue
         scenarios = [first.scenario] if plan.script else plan.scenarios
-        share = plan.target_warmup_s / len(scenarios)
-        most = plan.target_warmup_max_s / len(scenarios) if plan.warmup_auto else share
+        share = least / len(scenarios)
+        most = most / len(scenarios)
         for scenario in scenarios:
             began = time.monotonic()
             try:
@@ -63,7 +73,8 @@ def warm_targets(ctx: RunContext, watch: ConsoleWatch, steps: list[plans.Step],
                 raise EsbperfError(f"warming target {target} up failed: {e.reason}; `esbperf run --resume {ctx.dir}` "
                                    "tries again once that is fixed") from None
             done.append({"target": target, "scenario": scenario, "payload": first.payload_label,
-                         "users": first.users, "seconds": round(time.monotonic() - began, 1),
+                         "users": first.users, "least_s": round(share, 1),
+                         "seconds": round(time.monotonic() - began, 1),
                          "transactions": totals.get("Tests") or 0, "errors": totals.get("Errors") or 0})
             how = ""
             if steadiness is not None:
