@@ -40,9 +40,8 @@ from esbperf.services import esb
 ROUND_FILE = "round.json"
 RUNS = "runs"
 MAX_PUBLISHED_BYTES = 20_000_000
-# What a published round holds, relative to the round's folder (runs/<run>/run.json: each run's manifest).
-# What a published round holds (names or patterns under the round's folder). The report's graphs as
-# SVG only: its report.html shows those (write_report's embed_graphs=False), and PNG copies as well
+# What a published round holds (names or patterns under the round's folder; with them each run's
+# manifest, runs/<run>/run.json). The report's graphs as SVG only: its report.html shows those (write_report's embed_graphs=False), and PNG copies as well
 # would not fit the 20 MB.
 PUBLISHED = ("round.json", "verification.csv", "README.md", "figures.csv", "report/report.html",
              "report/summary.csv", "report/aggregate.csv", "report/hlog.tar.gz", "report/graphs/*.svg", "capacity")

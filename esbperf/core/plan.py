@@ -57,6 +57,11 @@ RESTARTS = ("per-run", "per-step")
 # The kinds of target a target warm-up may be given per (engines.warmup_kind): a JVM ESB compiles its
 # path for minutes, the baseline's echoes and a native floor are warm in seconds.
 WARMUP_KINDS = ("direct", "floor", "esb")
+
+
+def seconds_for(kind: str, value: float | dict[str, float]) -> float:
+    """A target warm-up field's seconds for a kind of target: the number, or the kind's in a mapping."""
+    return value[kind] if isinstance(value, dict) else value
 ARRIVALS = ("uniform", "poisson")
 # A plan's name becomes its run folder's: letters, digits, '.', '_', '-', not starting with '.'.
 NAME_RE = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}$")
@@ -208,10 +213,8 @@ class Plan:
     def target_warmup(self, kind: str) -> tuple[float, float]:
         """The least and the most seconds a target of `kind` (WARMUP_KINDS) is loaded before its first
         step: the same unless warmup_s is auto."""
-        def of(value: float | dict[str, float]) -> float:
-            return value[kind] if isinstance(value, dict) else value
-        least = of(self.target_warmup_s)
-        return least, max(least, of(self.target_warmup_max_s)) if self.warmup_auto else least
+        least = seconds_for(kind, self.target_warmup_s)
+        return least, max(least, seconds_for(kind, self.target_warmup_max_s)) if self.warmup_auto else least
 
     def warms_targets(self) -> bool:
         """Whether any kind of target is loaded before its first step."""
@@ -428,6 +431,7 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
     iterations = number("iterations", 1, 1, integer=True)
     checked = _cross_check_iterations(data, source, iterations, bool(rates or goal))
     warmup_auto = data.get("warmup_s") == "auto"
+    target_warmup_s = per_kind("target_warmup_s", 0)
     if warmup_auto:
         warmup_s = number("warmup_min_s", 1, 0, strict=False)
         warmup_max_s = number("warmup_max_s", 60, 0)
@@ -435,11 +439,11 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
             raise EsbperfError(f"{source}: field 'warmup_max_s' ({warmup_max_s:g}) must be at least warmup_min_s "
                                f"({warmup_s:g})")
         target_warmup_max_s = per_kind("target_warmup_max_s", 60)
-        least = per_kind("target_warmup_s", 0)
+        by_kind = isinstance(target_warmup_max_s, dict) or isinstance(target_warmup_s, dict)
         for kind in WARMUP_KINDS:
-            most, at_least = (v[kind] if isinstance(v, dict) else v for v in (target_warmup_max_s, least))
+            most, at_least = seconds_for(kind, target_warmup_max_s), seconds_for(kind, target_warmup_s)
             if most < at_least:
-                of = f" for {kind}" if isinstance(target_warmup_max_s, dict) or isinstance(least, dict) else ""
+                of = f" for {kind}" if by_kind else ""
                 raise EsbperfError(f"{source}: field 'target_warmup_max_s' ({most:g}{of}) must be at least "
                                    f"target_warmup_s ({at_least:g}{of})")
     else:
@@ -460,7 +464,7 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
         max_threads_per_process=number("max_threads_per_process", 100, 1, integer=True),
         restart=restart,
         payload_check=payload_check,
-        target_warmup_s=per_kind("target_warmup_s", 0), target_warmup_max_s=target_warmup_max_s,
+        target_warmup_s=target_warmup_s, target_warmup_max_s=target_warmup_max_s,
         arrivals=arrivals, seed=seed, capacity=goal, cross_check_iterations=checked,
         source=source,
     )

@@ -4,8 +4,9 @@ minutes) before its first step, by the same workers and requests as its steps (t
 in turn, at the first step's payload and users), so that iteration 1 does not measure a JVM that is
 still compiling the path; with `warmup_s: auto`, for at least that long and then until its
 throughput and response time are steady over STEADY_HORIZON_S, at most `target_warmup_max_s`.
-Nothing of it is measured; run.json records what was done (`target_warmup`). A target restarted before every step (`restart: per-step`) gets only
-each step's own warm-up: warming it before would warm a process that is about to go."""
+Nothing of it is measured; run.json records what was done (`target_warmup`). A target restarted
+before every step (`restart: per-step`) gets only each step's own warm-up: warming it before would
+warm a process that is about to go."""
 from __future__ import annotations
 
 import shutil
