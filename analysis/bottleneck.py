@@ -1,5 +1,6 @@
-"""Is a host the bottleneck of a step? One rule, applied to each step's monitor files
-(esbperf/analysis/monitor.py); docs/monitoring.md explains it.
+"""Which resource of the testbed saturated during a step, and so what bounds its figures? One rule
+for a host's resources (`assess`), applied to each step's monitor files (esbperf/analysis/monitor.py),
+and one for the step's bound (`decide`, `step_bound`); docs/monitoring.md explains both.
 
 - A sample stamped t covers the second before t, so the samples of a measurement window
   (start, end] are those stamped in it: one stamped at its start covers the warm-up's last second.
@@ -11,13 +12,21 @@
 - A rate is a counter's increase between two consecutive samples over their time apart; an
   interval counts when its later sample is stamped in the window; a decrease (the counter was reset)
   leaves that interval out. The mean rate is the bytes of the counted intervals over their time.
-- A resource is a bottleneck when it stays above THRESHOLD_PERCENT for SUSTAIN_SAMPLES
+- A resource is saturated when it stays above THRESHOLD_PERCENT for SUSTAIN_SAMPLES
   consecutive samples, or when its mean over the window is above it."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol
 
-THRESHOLD_PERCENT = 85.0    # a host resource above this is a bottleneck ...
+from esbperf.analysis.runs import BASELINE_TARGET
+from esbperf.core.roles import BACKENDS, ESB
+
+if TYPE_CHECKING:
+    from esbperf.analysis.monitor import HostStats
+    from esbperf.analysis.runs import Run, Step
+
+THRESHOLD_PERCENT = 85.0    # a host resource above this is saturated ...
 SUSTAIN_SAMPLES = 3         # ... when held for this many consecutive samples, or on average
 LOOPBACK = "lo"             # not a link: loopback traffic never leaves the host
 
@@ -135,3 +144,163 @@ def client_bound(role: str, cpu_percents: list[float], proc_percents: list[float
         verdict = _judge(role, "workers", workers, sum(workers) / len(workers), CLIENT_BOUND_PERCENT)
         found += [verdict] if verdict else []
     return found
+
+
+# --- the bound of a step ------------------------------------------------------------------------
+#
+# What set a step's figures, one value per step, decided from the monitors' figures by `decide`:
+#
+# - client: a load host at its limit (`client_bound`, 80 %). Also a validity warning: the client,
+#   not the target, may have set the figure.
+# - link: a host's link (rx or tx of its counted interface) saturated (`assess`).
+# - backends: an echo's processes above THRESHOLD_PERCENT of their host's cores; or, where the echoes'
+#   host has cores of its own, that host's CPU; or, where the esb host shares cores with back ends
+#   (one machine), those cores saturated while the engine alone was below the threshold: the
+#   echoes' share is what filled them.
+# - engine: the target's own processes (its JVM, nginx's workers) above THRESHOLD_PERCENT of the esb
+#   host's cores; without a figure for them, the esb host's CPU when no back end shares its cores.
+#   Never for the `direct` baseline, which has no engine: its limit is the back ends.
+# - none: nothing saturated.
+#
+# When several saturate, the first of PRECEDENCE is the bound: the testbed before the engine, so
+# that a figure is only called the engine's when nothing around the engine was at its limit too (a
+# step at a link bound whose engine also read 90 % is the link's figure, not proof about the
+# engine); the client first of all, since it makes the figure wrong.
+
+PRECEDENCE = ("client", "link", "backends", "engine")
+BOUNDS = (*PRECEDENCE, "none")
+TESTBED = ("client", "link", "backends")       # a bound that is a limit of the testbed, not of the target
+NAMES = {"client": "the client", "link": "the link", "backends": "the back ends", "engine": "the engine",
+         "none": "nothing (not saturated)"}
+
+
+class HostFigures(Protocol):
+    """What `decide` reads of a host (analysis/monitor.py's HostStats)."""
+
+    bottlenecks: list[dict]           # `assess`'s verdicts
+    proc_samples: list[float]         # the watched processes per reading, % of one core
+    proc_cpu_mean: float | None
+    cores: int | None
+
+
+@dataclass
+class Usage:
+    """Processes' CPU over the window, % of one core: per reading, and the window's mean."""
+
+    readings: list[float]
+    mean: float
+
+
+@dataclass
+class Bound:
+    kind: str | None                  # one of BOUNDS; None when no monitor file was read
+    by: list[str] = field(default_factory=list)   # every saturated resource, the bound's first
+
+
+def _said(verdict: dict, cores: int | None = None) -> str:
+    """`esb:link-tx 94%`, `ws1:echo 91% of 1 core`: what held above the threshold, and how high."""
+    of = f" of {cores} core{'s' * (cores != 1)}" if cores else ""
+    return (f"{verdict['role']}:{verdict['resource']} "
+            f"{max(verdict['mean_percent'], verdict['sustained_percent']):.0f}%{of}")
+
+
+def _cpu(h: HostFigures) -> dict | None:
+    """The host's own CPU (`cpu.total` of its cores) above the threshold."""
+    return next((v for v in h.bottlenecks if v["resource"] == "cpu"), None)
+
+
+def _processes(role: str, resource: str, usage: Usage, cores: int | None) -> dict | None:
+    """Processes above the threshold of their host's cores."""
+    if not cores or not usage.readings:
+        return None
+    return _judge(role, resource, [p / cores for p in usage.readings], usage.mean / cores)
+
+
+def decide(hosts: Mapping[str, HostFigures], baseline: bool, engine: Usage | None,
+           shares: Callable[[str, str], bool], client: list[str]) -> Bound:
+    """The bound of a step (the rule above) from its hosts' figures: `engine` is the target's own
+    processes on the esb host (None: not watched, or the baseline), `shares(a, b)` whether two
+    roles' hosts compete for the same cores, `client` the client-bound verdicts (`client:cpu 93%`)."""
+    if not hosts:
+        return Bound(None)
+    found: dict[str, list[str]] = {kind: [] for kind in PRECEDENCE}
+    found["client"] += client
+    found["link"] += [_said(v) for h in hosts.values() for v in h.bottlenecks if v["resource"].startswith("link-")]
+    esb = hosts.get(ESB)
+    backends = [r for r in BACKENDS if r in hosts]
+    shared = [r for r in backends if esb is not None and shares(ESB, r)]
+    engine_full = False
+    if not baseline and esb is not None:
+        verdict = _processes(ESB, "engine", engine, esb.cores) if engine else None
+        if verdict is None and not (engine and esb.cores) and not shared:
+            verdict = _cpu(esb)            # the host's cores are the engine's alone
+        if verdict:
+            found["engine"].append(_said(verdict, esb.cores if verdict["resource"] == "engine" else None))
+            engine_full = True
+    for role in backends:
+        h = hosts[role]
+        verdict = (_processes(role, "echo", Usage(h.proc_samples, h.proc_cpu_mean), h.cores)
+                   if h.proc_cpu_mean is not None else None)
+        if verdict is None and (baseline or role not in shared):
+            verdict = _cpu(h)
+        if verdict:
+            found["backends"].append(_said(verdict, h.cores if verdict["resource"] == "echo" else None))
+    if not baseline and shared and not engine_full:
+        full = next(filter(None, (_cpu(hosts[r]) for r in (ESB, *shared))), None)
+        if full:
+            cores = esb.cores
+            mine = f"engine {engine.mean / cores:.0f}%" if engine and cores else "engine unknown"
+            echoes = [hosts[r].proc_cpu_mean for r in shared if hosts[r].proc_cpu_mean is not None]
+            theirs = f", echoes {sum(echoes) / cores:.0f}%" if echoes and cores else ""
+            found["backends"].append(f"{'+'.join((ESB, *shared))}:shared cpu "
+                                     f"{max(full['mean_percent'], full['sustained_percent']):.0f}% "
+                                     f"({mine}{theirs} of the cores)")
+    kind = next((k for k in PRECEDENCE if found[k]), "none")
+    return Bound(kind, [said for k in PRECEDENCE for said in found[k]])
+
+
+def host_cores(run: "Run", step: "Step", role: str) -> int | None:
+    """The cores a role's host is pinned to (step.json, else run.json `hosts.<role>.cpus`), or None."""
+    cpus = step.host(role).get("cpus") or run.hosts().get(role, {}).get("cpus")
+    return len(cpus) if isinstance(cpus, list) and cpus else None
+
+
+def engine_watch(run: "Run", target: str) -> str | None:
+    """The esb host monitor's watch (its --match text) of the target's engine (run.json
+    `engine_matches`), or None: the baseline, or an engine the runner has no match for."""
+    matches = run.info.get("engine_matches")
+    if not isinstance(matches, dict):
+        return None
+    engine = next((t.get("esb") for t in run.info.get("targets") or [] if t.get("name") == target), None)
+    return matches.get(engine)
+
+
+def engine_usage(run: "Run", target: str, esb: "HostStats | None") -> Usage | None:
+    """The target's own processes on the esb host. Without `engine_matches` (an older run) every
+    watched process there is the target's, as the esb host then ran one engine."""
+    if esb is None or target == BASELINE_TARGET:
+        return None
+    matches = run.info.get("engine_matches")
+    if isinstance(matches, dict) and matches:
+        own = engine_watch(run, target)
+        if own not in esb.proc_mean_by_watch:
+            return None
+        return Usage([v for _, v in esb.proc_by_watch[own]], esb.proc_mean_by_watch[own])
+    return Usage(esb.proc_samples, esb.proc_cpu_mean) if esb.proc_cpu_mean is not None else None
+
+
+def step_bound(run: "Run", step: "Step", hosts: Mapping[str, HostFigures], client: list[str]) -> Bound:
+    """`decide` for a step of a run: its hosts' monitor figures (HostStats by role)."""
+    target = step.meta["target"]
+    return decide(hosts, target == BASELINE_TARGET, engine_usage(run, target, hosts.get(ESB)),
+                  run.share_cores, client)
+
+
+def pooled_bound(kinds: list[str | None]) -> tuple[str | None, int | None]:
+    """A step's bound over its iterations: the first in PRECEDENCE any iteration had (a testbed
+    limit in one iteration is in the pooled figures), and how many iterations had it."""
+    known = [k for k in kinds if k]
+    if not known:
+        return None, None
+    first = min(known, key=BOUNDS.index)
+    return first, known.count(first)

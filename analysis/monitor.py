@@ -1,11 +1,18 @@
 """Monitor samples (`monitor-<role>.csv`, long format) -> CPU and network figures of a host, and
-its bottleneck verdict, by the one rule of analysis/bottleneck.py.
+its verdicts by the one rule of analysis/bottleneck.py.
 
 Only the measurement window counts (samples of the `measure` phase; a network interval counts
 when its later sample is in it). Network figures are those of ONE interface per direction: the
-testbed's `interface` for the host, else the busiest; never a sum over interfaces."""
+testbed's `interface` for the host, else the busiest; never a sum over interfaces.
+
+A watched process's `proc.cpu` is its rate since the previous reading of the same watch (the
+monitor reads them every other second), so each value covers an interval: the window's figure is
+the mean of the intervals weighted by how much of each lies in the window, which interpolates the
+process's CPU time to the window's edges; a window shorter than the readings' spacing still gets
+the interval around it."""
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +25,9 @@ from esbperf.results.files import complete_data_lines, read_header
 
 SCHEMA = {"time_ms": pl.Int64, "phase": pl.String, "metric": pl.String, "subject": pl.String,
           "value": pl.Float64, "extra": pl.String}
+# The monitor reads watched processes every other tick (agents/monitor ProcessWatcher): the
+# interval of a reading whose previous one is not in the file.
+PROC_INTERVAL_MS = 2000
 
 
 @dataclass
@@ -31,19 +41,24 @@ class HostStats:
     link_percent: float | None = None  # max(rx, tx) / link capacity, when the capacity is known
     proc_cpu_mean: float | None = None  # the watched processes (ESB or echo JVM), percent of ONE core
     proc_cpu_max: float | None = None
+    cores: int | None = None          # the host's cores: its pinned `cpus`, else the machine's (cpu.core rows)
     gap_ms: float = 0.0               # time the monitor was unreachable during the measurement
     malformed_lines: int = 0
     bottlenecks: list[dict] = field(default_factory=list)   # bottleneck.assess's verdicts
     cpu_samples: list[float] = field(default_factory=list)    # the window's cpu.total samples
-    proc_samples: list[float] = field(default_factory=list)   # the window's proc.cpu readings, summed per reading
-    # (time ms, proc.cpu) of each watch (a pid or a --match text) in the window
+    # The readings whose interval overlaps the window, summed per reading (% of one core)
+    proc_samples: list[float] = field(default_factory=list)
+    # (time ms, proc.cpu) of each watch (a pid or a --match text) whose interval overlaps the window
     proc_by_watch: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    # each watch's CPU over the window, its intervals weighted by their time in it (% of one core)
+    proc_mean_by_watch: dict[str, float] = field(default_factory=dict)
 
 
 def host_stats(path: Path, role: str, link_mbit: float | None = None, measure_ms: int | None = None,
-               interface: str | None = None, end_ms: int | None = None) -> HostStats:
+               interface: str | None = None, end_ms: int | None = None, cores: int | None = None) -> HostStats:
     """A host's figures over the measurement window (measure_ms, end_ms]: the samples stamped in it
-    (analysis/bottleneck.py). Without the times, the samples the runner marked `measure`."""
+    (analysis/bottleneck.py). Without the times, the samples the runner marked `measure`. `cores`:
+    the host's pinned cores, if any (else the machine's, counted from the file's cpu.core rows)."""
     stats = HostStats(role)
     header, complete = read_header(path)
     if header is None:
@@ -68,16 +83,8 @@ def host_stats(path: Path, role: str, link_mbit: float | None = None, measure_ms
     measured = rows.filter(pl.col("phase") == "measure")
     if measure_ms is None:
         measure_ms = measured["time_ms"].min() - 1 if measured.height else 0
-    stamped_in = (pl.col("time_ms") > measure_ms) & (pl.lit(end_ms is None) | (pl.col("time_ms") <= (end_ms or 0)))
-
-    # Several processes may match one watch (or several watches): their sum per reading.
-    readings = rows.filter((pl.col("metric") == "proc.cpu") & stamped_in)
-    proc = readings.group_by("time_ms").agg(pl.col("value").sum()).sort("time_ms")["value"]
-    for (watch,), group in readings.sort("time_ms").group_by("subject", maintain_order=True):
-        stats.proc_by_watch[watch or ""] = list(group.select("time_ms", "value").iter_rows())
-    if len(proc):
-        stats.proc_cpu_mean, stats.proc_cpu_max = proc.mean(), proc.max()
-        stats.proc_samples = proc.to_list()
+    stats.cores = cores or rows.filter(pl.col("metric") == "cpu.core")["subject"].n_unique() or None
+    _process_cpu(stats, rows, measure_ms, end_ms)
     stats.gap_ms = measured.filter(pl.col("metric") == "gap")["value"].sum()
 
     cpu = rows.filter(pl.col("metric") == "cpu.total").select("time_ms", "value").rows()
@@ -93,3 +100,40 @@ def host_stats(path: Path, role: str, link_mbit: float | None = None, measure_ms
     stats.interface = "/".join(names)
     stats.bottlenecks = load.bottlenecks
     return stats
+
+
+def _process_cpu(stats: HostStats, rows: pl.DataFrame, measure_ms: int, end_ms: int | None) -> None:
+    """The watched processes' CPU over the window (the module's rule). A value above what the host's
+    cores allow (cores × 100 % of one core) is cut to it: only a last guard, for files of monitors
+    that stamped a rate with the tick rather than with its reading (a tick starved on a saturated
+    core read 192 % of the one core an echo was pinned to) and for clock-tick rounding."""
+    cap = 100.0 * stats.cores if stats.cores else None
+    end = float("inf") if end_ms is None else end_ms
+    procs = rows.filter(pl.col("metric").is_in(["proc.cpu", "proc.rss"])).sort("time_ms")
+    read_at: dict[str, list[int]] = {}
+    for t, subject in procs.select("time_ms", "subject").iter_rows():
+        times = read_at.setdefault(subject or "", [])
+        if not times or times[-1] != t:
+            times.append(t)
+    per_reading: dict[int, float] = {}
+    weighted: dict[str, tuple[float, float]] = {}      # watch -> (CPU × ms, ms) inside the window
+    for t, subject, value in procs.filter(pl.col("metric") == "proc.cpu").select(
+            "time_ms", "subject", "value").iter_rows():
+        watch = subject or ""
+        times = read_at[watch]
+        i = bisect_left(times, t)
+        start = times[i - 1] if i else t - PROC_INTERVAL_MS       # the previous reading of this watch
+        inside = min(t, end) - max(start, measure_ms)
+        if inside <= 0:
+            continue
+        value = min(value, cap) if cap else value
+        stats.proc_by_watch.setdefault(watch, []).append((t, value))
+        total, ms = weighted.get(watch, (0.0, 0.0))
+        weighted[watch] = (total + value * inside, ms + inside)
+        per_reading[t] = per_reading.get(t, 0.0) + value
+    stats.proc_mean_by_watch = {w: total / ms for w, (total, ms) in weighted.items()}
+    if per_reading:
+        stats.proc_samples = [min(v, cap) if cap else v for _, v in sorted(per_reading.items())]
+        total = sum(stats.proc_mean_by_watch.values())
+        stats.proc_cpu_mean = min(total, cap) if cap else total
+        stats.proc_cpu_max = max(stats.proc_samples)

@@ -1,10 +1,11 @@
-"""The echo back ends, end to end: real JVMs on both runtimes (JAX-WS RI and CXF) started
-through esbperf.echo.start_echo, spoken to over real sockets."""
+"""The echo back ends, end to end: real JVMs on every runtime (JAX-WS RI, CXF and lean) started
+through esbperf.echo.start_echo, spoken to over real sockets: the contract each must keep."""
 from __future__ import annotations
 
 import asyncio
 import http.client
 import os
+import re
 import resource
 import signal
 import socket
@@ -18,15 +19,15 @@ from dataclasses import dataclass
 
 import pytest
 
-from esbperf.core import procs
+from esbperf.core import procs, scenarios
 from esbperf.core.errors import EsbperfError
-from esbperf.services.echo import RUNTIMES, echo_process, start_echo, wsdl_answers
+from esbperf.services.echo import RUNTIME_NAMES, RUNTIMES, echo_process, start_echo, wsdl_answers
 
 pytestmark = pytest.mark.slow
 
 HOST = "127.0.0.1"
-PORTS = {"jaxws": 18101, "cxf": 18102}
-NAMES = {"jaxws": "ws1", "cxf": "ws2"}   # different names, so a mix-up would show
+PORTS = {"jaxws": 18101, "cxf": 18102, "lean": 18104}
+NAMES = {"jaxws": "ws1", "cxf": "ws2", "lean": "ws3"}   # different names, so a mix-up would show
 LIMIT_MB = 11                            # above the 10 MB raw echo the issue asks for
 NS = "http://ws.webservice.korsdrag.datanizze.se/"
 SOAP_ENV = "http://schemas.xmlsoap.org/soap/envelope/"
@@ -107,6 +108,7 @@ def backend(request, tmp_path_factory):
 
 def assert_served_by(answer: Answer, backend: Backend) -> None:
     assert answer.headers["X-Echo-Backend"] == backend.name
+    assert answer.headers["X-Echo-Runtime"] == backend.runtime
 
 
 @pytest.mark.parametrize("action", ['"echoMessage"', "echoMessage", '""', '"urn:any-other"', None])
@@ -116,6 +118,76 @@ def test_thesis_envelope_answers_with_the_backend_name(backend, action):
     assert ws_response(answer.body) == f"7 hello [echoed by {backend.name}]"
     assert answer.headers["Content-Type"].startswith("text/xml")
     assert_served_by(answer, backend)
+
+
+# What the ESBs send the back ends besides the thesis's own envelope: an XML declaration and
+# prefixes of their own (Synapse re-serialises), a default namespace, escapes and any Unicode
+# (the /transform/json leg), CR LF and tabs.
+ESB_ENVELOPES = {
+    "declaration": (f"<?xml version='1.0' encoding='UTF-8'?><soapenv:Envelope xmlns:soapenv=\"{SOAP_ENV}\">"
+                    f"<soapenv:Body><ns:echoMessage xmlns:ns=\"{NS}\"><id>2</id><message>hi</message>"
+                    "</ns:echoMessage></soapenv:Body></soapenv:Envelope>", 2, "hi"),
+    "default-namespace": (f'<Envelope xmlns="{SOAP_ENV}"><Header/><Body><echoMessage xmlns="{NS}"><id xmlns="">3</id>'
+                          '<message xmlns="">m</message></echoMessage></Body></Envelope>', 3, "m"),
+    "escapes-unicode": (thesis_envelope(4, "&lt;a&gt; &amp; \" ' \\ &#233; é ✓ 😀").decode(), 4,
+                        "<a> & \" ' \\ é é ✓ 😀"),
+    "whitespace": (thesis_envelope(5, "two\r\nlines\tand  spaces ").decode().replace("<id>", "\n  <id>"), 5,
+                   "two\nlines\tand  spaces "),
+}
+
+
+@pytest.mark.parametrize("name", ESB_ENVELOPES)
+def test_envelopes_the_esbs_send_are_read_alike(backend, name):
+    envelope, id_, message = ESB_ENVELOPES[name]
+    answer = soap(backend.port, envelope.encode(), '"urn:whatever"')
+    assert answer.status == 200, answer.body
+    assert ws_response(answer.body) == f"{id_} {message} [echoed by {backend.name}]"
+    assert_served_by(answer, backend)
+
+
+def test_the_lean_echo_answers_the_ris_bytes(tmp_path):
+    """The scenarios' requests (contract.py) at 1 KB and 100 KB get the very bytes the RI answers,
+    and the WSDL is the RI's (for the same Host, but for the comment that names who publishes it)."""
+    contract = scenarios.contract()
+    ri = start_echo("ws1", HOST, 18105, "jaxws", workdir=tmp_path / "ri")
+    lean = start_echo("ws1", HOST, 18106, "lean", workdir=tmp_path / "lean")
+    try:
+        for size in (1024, 102400):
+            request = contract.thesis_envelope(1, contract.thesis_message(size, 1)).encode()
+            answers = [soap(port, request) for port in (18105, 18106)]
+            assert answers[0].status == answers[1].status == 200
+            assert answers[1].body == answers[0].body
+            assert contract.thesis_response(1, contract.thesis_message(size, 1), "ws1").encode() in answers[1].body
+        wsdls = []
+        for port in (18105, 18106):
+            conn = http.client.HTTPConnection(HOST, port, timeout=10)
+            conn.request("GET", "/echo?wsdl", headers={"Host": "echo.test:8080"})
+            wsdls.append(re.sub(rb"<!--.*?-->", b"", conn.getresponse().read()))
+            conn.close()
+        assert b'location="http://echo.test:8080/echo"' in wsdls[1]
+        assert wsdls[1] == wsdls[0]
+    finally:
+        lean.stop()
+        ri.stop()
+
+
+@pytest.mark.parametrize("inner, reason", [
+    ("<id>1</id>", "no message"),
+    ("<message>m</message>", "no id"),
+    ("<id>x</id><message>m</message>", "whole number"),
+    ("<id>1</id><message>a<b/></message>", "markup"),
+], ids=["no-message", "no-id", "bad-id", "markup"])
+def test_the_lean_echo_refuses_what_it_cannot_read_unambiguously(tmp_path, inner, reason):
+    """Where the SOAP stacks guess (a missing id is 0, a missing message "null"), lean says no."""
+    lean = start_echo("ws1", HOST, 18106, "lean", workdir=tmp_path / "lean")
+    try:
+        body = thesis_envelope(1, "").replace(b"<id>1</id><message></message>", inner.encode())
+        answer = soap(18106, body)
+        assert answer.status == 500
+        fault = ET.fromstring(answer.body).find(f"{{{SOAP_ENV}}}Body/{{{SOAP_ENV}}}Fault")
+        assert fault.findtext("faultcode") == "S:Client" and reason in fault.findtext("faultstring")
+    finally:
+        lean.stop()
 
 
 def test_wsdl_describes_the_thesis_operation(backend):
@@ -314,7 +386,7 @@ def test_a_port_in_use_is_a_one_line_error(backend):
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"backend_id": "ws 1"}, "echo id must be"),
-    ({"runtime": "axis2"}, "echo runtime must be one of jaxws, cxf"),
+    ({"runtime": "axis2"}, "echo runtime must be one of jaxws, cxf, lean"),
     ({"delay_ms": -1}, "echo delay must be"),
 ], ids=["id", "runtime", "delay"])
 def test_bad_settings_are_one_line_errors(kwargs, message):
@@ -323,10 +395,11 @@ def test_bad_settings_are_one_line_errors(kwargs, message):
         echo_process(**args)
 
 
-def test_cli_serves_with_a_delay_and_stops_cleanly_on_sigterm(tmp_path):
-    port = 18103
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_cli_serves_with_a_delay_and_stops_cleanly_on_sigterm(tmp_path, runtime):
+    port = {"jaxws": 18107, "cxf": 18103, "lean": 18108}[runtime]
     command = subprocess.Popen([sys.executable, "-m", "esbperf", "echo", "--id", "ws3", "--listen", f"{HOST}:{port}",
-                                "--runtime", "cxf", "--delay-ms", "300"],
+                                "--runtime", runtime, "--delay-ms", "300"],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                env=dict(os.environ, ESBPERF_STATE=str(tmp_path)))
     try:
@@ -342,5 +415,5 @@ def test_cli_serves_with_a_delay_and_stops_cleanly_on_sigterm(tmp_path):
         command.send_signal(signal.SIGTERM)
         output, _ = command.communicate(timeout=30)
     assert command.returncode == 0, output
-    assert f"echo ws3: Apache CXF on Jetty at http://{HOST}:{port}/echo" in output
+    assert f"echo ws3: {RUNTIME_NAMES[runtime]} at http://{HOST}:{port}/echo" in output
     assert not procs.port_open(HOST, port)

@@ -303,8 +303,9 @@ def test_busy_loop_raises_total_cpu_and_the_watched_processes_cpu_through_sigar_
         assert matched and min(matched) >= 3, (sampler, matched)
         after = values(found, "proc.cpu", marker, after_ms=restarted + 2000)
         assert after and min(after) >= 3, (sampler, after, found[-5:])
+        # Every other tick, whatever the ticks' jitter (ProcessWatcher.TICK_SLACK_MS): never every tick.
         proc_ticks = sorted({int(r["time_ms"]) for r in found if r["metric"] == "proc.rss"})
-        assert all(b - a >= 2000 for a, b in zip(proc_ticks, proc_ticks[1:])), (sampler, proc_ticks)
+        assert all(1500 <= b - a < 3500 for a, b in zip(proc_ticks, proc_ticks[1:])), (sampler, proc_ticks)
         assert_lo_counters_grew_by(found, size)
 
         # The same window as the runner collects it, judged by the one rule: CPU is a bottleneck.

@@ -65,7 +65,7 @@ def write(path: Path, data: dict) -> Path:
 
 # ---- the description files ---------------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["local", "emulated", "emulated-ssh", "lan-example"])
+@pytest.mark.parametrize("name", ["local", "emulated", "emulated-ssh", "emulated-thesis", "lan-example"])
 def test_shipped_testbeds_load(name):
     tb = topology.load(name)
     assert set(topology.ROLES) <= set(tb.hosts) and set(tb.load_roles) == set(tb.hosts) - {"esb", "ws1", "ws2", "ws3"}
@@ -80,10 +80,29 @@ def test_emulated_testbed_names_and_commands():
     ws2_cores = topology.cpu_list(tb.hosts["ws2"].cpus)   # cpus: auto
     assert tb.command("ws2", ["java", "-version"]) == ["ip", "netns", "exec", "esbp-ws2", "taskset", "-c", ws2_cores,
                                                        "java", "-version"]
-    assert all(h.link_mbit == 1000 for h in tb.hosts.values())
+    # 10 Gbit/s: a 100 KB step bounded by an engine, not the link; the thesis's 1 Gbit/s is a variant.
+    assert all(h.link_mbit == 10000 for h in tb.hosts.values())
+    thesis = topology.load("emulated-thesis")
+    assert thesis.name == "emulated-thesis" and all(h.link_mbit == 1000 for h in thesis.hosts.values())
+    assert thesis.echo_runtime == "jaxws" and thesis.bridge == tb.bridge and thesis.hosts["esb"].esb_ports == \
+        tb.hosts["esb"].esb_ports
     assert tb.api_url == "http://198.18.0.10:6373"
     local = topology.load("local")
     assert local.netns("ws1") is None and local.command("ws1", ["x"]) == ["taskset", "-c", ws2_cores, "x"]
+
+
+def test_a_testbed_may_extend_another_and_say_only_what_differs(tmp_path):
+    base = write(tmp_path / "base.yaml", {**emulated_data(ws3={"link_mbit": 2.5}), "link_mbit": 500})
+    variant = write(tmp_path / "variant.yaml", {"name": "variant", "extends": "base.yaml", "link_mbit": 100,
+                                                "hosts": {"esb": {"cpus": [0]}}, "echo": "lean"})
+    tb = topology.load(variant)
+    assert tb.name == "variant" and tb.echo_runtime == "lean"
+    assert tb.hosts["client"].link_mbit == 100 and tb.hosts["ws3"].link_mbit == 2.5, "a host's own link wins"
+    assert tb.hosts["esb"].cpus == (0,) and tb.hosts["esb"].address == topology.load(base).hosts["esb"].address
+    assert topology.load(base).hosts["client"].link_mbit == 500
+    loop = write(tmp_path / "loop.yaml", {"extends": "loop.yaml"})
+    with pytest.raises(EsbperfError, match="extends loop.yaml, which extends it back"):
+        topology.load(loop)
 
 
 def test_cpus_and_defaults(tmp_path):
@@ -101,12 +120,13 @@ def test_cpus_and_defaults(tmp_path):
 
 
 @pytest.mark.parametrize("cores, client, esb, backends", [
-    (2, [0], [1], [1]),                                     # the client apart; the rest share the other core
-    (3, [0], [1], [2]),
-    (4, [0], [1, 2], [3]),
-    (16, list(range(6)), list(range(6, 12)), list(range(12, 16))),
+    (2, [0], [1], [0]),                                     # the engine alone; the echoes beside the client
+    (3, [0, 1], [2], [0, 1]),
+    (4, [0, 1], [2, 3], [0, 1]),
+    (8, [0, 1, 2], [4, 5, 6, 7], [3]),                      # from 8 CPUs the echoes have cores of their own
+    (16, list(range(6)), list(range(8, 16)), [6, 7]),
 ])
-def test_cpus_auto_gives_the_client_side_cores_apart(tmp_path, monkeypatch, cores, client, esb, backends):
+def test_cpus_auto_gives_the_engine_cores_of_its_own(tmp_path, monkeypatch, cores, client, esb, backends):
     monkeypatch.setattr(topology, "machine_cpus", lambda: list(range(cores)))
     data = {**emulated_data(), "cpus": "auto"}
     data["hosts"]["load2"] = {"address": "198.18.201.11"}
@@ -116,8 +136,10 @@ def test_cpus_auto_gives_the_client_side_cores_apart(tmp_path, monkeypatch, core
     assert list(tb.hosts["client"].cpus) == client and list(tb.hosts["load2"].cpus) == client
     assert list(tb.hosts["esb"].cpus) == esb
     assert list(tb.hosts["ws1"].cpus) == list(tb.hosts["ws2"].cpus) == backends and tb.hosts["ws3"].cpus == (cores - 1,)
-    assert not set(client) & set(esb) and not set(client) & set(backends)
-    assert tb.cpu_split().startswith(f"cpus auto ({cores} CPUs): client, load2 {topology.cpu_list(client)}; ")
+    assert not set(esb) & (set(client) | set(backends))
+    assert (set(client) & set(backends)) == (set(backends) if cores < 8 else set())
+    together = "client, ws1, ws2, load2" if cores < 8 else "client, load2"
+    assert tb.cpu_split().startswith(f"cpus auto ({cores} CPUs): {together} {topology.cpu_list(client)}; ")
     assert tb.command("esb", ["x"])[4:7] == ["taskset", "-c", topology.cpu_list(esb)]
 
 
@@ -180,6 +202,7 @@ BAD_EMULATED = [
     ("hosts.esb.interface", "lo", "hosts.esb.interface must name a network interface like eth0"),
     ("hosts.esb.interface", "eth0 br0", "hosts.esb.interface must name a network interface like eth0"),
     ("bridges", {}, "unknown field 'bridges'"),
+    ("echo", "axis2", "echo must be one of jaxws, cxf, lean"),
 ]
 
 
@@ -202,6 +225,18 @@ def test_two_services_on_one_address_and_port_are_refused(tmp_path):
         topology.load(write(tmp_path / "dup.yaml", data))
     data["hosts"]["ws2"]["address"] = "127.0.0.2"     # another machine (or address): fine
     assert topology.load(write(tmp_path / "ok.yaml", data)).hosts["ws2"].monitor_port == 17093
+
+
+def test_the_echo_runtime_is_the_testbeds_and_reaches_the_echo_commands(tmp_path):
+    from esbperf.testbed import hosts
+    data = yaml.safe_load((topology.TESTBEDS / "local.yaml").read_text())
+    assert data["echo"] == "lean"
+    del data["echo"]
+    old = topology.load(write(tmp_path / "old.yaml", data))
+    assert old.echo_runtime == "jaxws"      # a file from before the field: the thesis's runtime
+    for tb, runtime in ((topology.load("local"), "lean"), (old, "jaxws")):
+        echoes = [s.argv for s in hosts.plan(tb, "camel", lambda role: "x") if s.name == "echo"]
+        assert len(echoes) == 3 and all(argv[-2:] == ("--runtime", runtime) for argv in echoes)
 
 
 def test_real_lan_fields_are_refused_where_they_do_not_belong(tmp_path):
@@ -227,7 +262,7 @@ def test_testbed_commands_use_the_file_and_the_namespaces(tmp_path):
     lines = result.stdout.splitlines()
     emulated = topology.load("emulated")   # cpus: auto, on this machine's cores
     cores = {role: f"taskset -c {topology.cpu_list(h.cpus)} " if h.cpus else "" for role, h in emulated.hosts.items()}
-    assert f"ip netns exec esbp-ws2 {cores['ws2']}esbperf echo --id ws2 --listen 198.18.0.32:8080" in lines
+    assert f"ip netns exec esbp-ws2 {cores['ws2']}esbperf echo --id ws2 --listen 198.18.0.32:8080 --runtime lean" in lines
     assert f"ip netns exec esbp-esb {cores['esb']}esbperf esb synapse --testbed emulated" in lines
     assert f"ip netns exec esbp-client {cores['client']}esbperf console --testbed emulated" in lines
     lan = subprocess.run([*ESBPERF, "testbed", "commands", "--testbed", "lan-example"],

@@ -64,7 +64,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=10, help="measured seconds per run")
     parser.add_argument("--connections", type=int, default=16, help="wrk connections (concurrent users)")
     parser.add_argument("--size-kb", type=int, default=100, help="body size in KiB")
-    parser.add_argument("--runtime", default="jaxws", choices=["jaxws", "cxf"], help="the echo's runtime")
+    parser.add_argument("--runtime", default="jaxws", choices=["jaxws", "cxf", "lean"], help="the echo's runtime")
     args = parser.parse_args()
     wrk.require()
     tb = topology.load(args.testbed, default="emulated")

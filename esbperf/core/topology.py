@@ -24,9 +24,14 @@ TESTBEDS = CONSOLE_CONFIG / "testbeds"
 ROLES, BACKENDS = roles.FIXED, roles.BACKENDS   # every testbed has these five roles
 HOST_FIELDS = ("address", "link_mbit", "monitor_port", "echo_port", "esb_ports", "cpus", "ssh", "dir", "interface")
 LOAD_HOST_FIELDS = ("address", "link_mbit", "monitor_port", "cpus", "ssh", "dir", "interface")
-TOP_FIELDS = ("name", "emulated", "prefix", "bridge", "sysctl", "console", "ssh_config", "cpus", "hosts", "targets")
-# The top-level `cpus:` of a one-machine testbed: `auto` gives the client side cores apart from the
-# esb and back-end hosts (auto_split); `shared` (or no `cpus:`) pins nothing. A host's own list wins.
+TOP_FIELDS = ("name", "extends", "emulated", "prefix", "bridge", "sysctl", "console", "ssh_config", "cpus", "echo",
+              "hosts", "targets", "link_mbit")
+# The top-level `echo:`: the runtime of the three echo back ends (docs/echo-services.md). `lean` is cheap
+# enough to share a core with the ESB; without the field, `jaxws`, the thesis's set-up.
+ECHO_RUNTIMES = ("jaxws", "cxf", "lean")
+DEFAULT_ECHO_RUNTIME = "jaxws"
+# The top-level `cpus:` of a one-machine testbed: `auto` gives the esb host cores of its own, apart
+# from the client side and the back ends (auto_split); `shared` (or no `cpus:`) pins nothing. A host's own list wins.
 CPU_MODES = ("auto", "shared")
 ONLINE_CPUS = Path("/sys/devices/system/cpu/online")
 CGROUP_CPUS = Path("/sys/fs/cgroup/cpuset.cpus.effective")
@@ -116,6 +121,8 @@ class Testbed:
     api_host: str
     api_port: int
     targets: dict[str, Target]
+    # Warm workers poll the console's step board here, on the client's address like console_port.
+    board_port: int = 0
     emulated: bool = False
     extra: dict[str, Any] = field(default_factory=dict)   # the file's emulation settings, as written
     prefix: str = DEFAULT_PREFIX       # names of the namespaces, links and bridge `testbed up` makes
@@ -123,6 +130,7 @@ class Testbed:
     sysctl: dict[str, str] = field(default_factory=dict)   # OS tuning every host should have
     ssh_config: Path | None = None     # passed to ssh as -F (None: the user's own ~/.ssh/config)
     cpu_mode: str = "shared"           # the file's top-level `cpus:` (CPU_MODES); hosts' own lists win
+    echo_runtime: str = DEFAULT_ECHO_RUNTIME   # the file's top-level `echo:` (ECHO_RUNTIMES)
 
     @property
     def client(self) -> Host:
@@ -136,6 +144,11 @@ class Testbed:
     @property
     def api_url(self) -> str:
         return Host("api", self.api_host).url(self.api_port)
+
+    @property
+    def board_url(self) -> str:
+        """Where warm workers poll for their orders (the console's step board)."""
+        return self.client.url(self.board_port) + "/order"
 
     def echo_url(self, backend: str) -> str:
         host = self.hosts[backend]
@@ -219,25 +232,20 @@ def machine_cpus() -> list[int]:
 
 
 def auto_split(cpus: list[int], host_roles: list[str]) -> dict[str, tuple[int, ...]]:
-    """Cores per host when a one-machine testbed says `cpus: auto`, as a five-machine lab would
-    have them, by priority: the client side (client and load hosts) apart from what it loads, then
-    the ESB apart from the back ends; the three echoes are cheap and share one block.
-      1 CPU: nothing pinned (returns {}); 2: client side 0, esb and back ends 1;
-      3: client side 0, esb 1, back ends 2;
-      n >= 4: back ends the last n//4, the client side and the esb halve the rest (the esb takes
-      the odd one): 4 -> 1/2/1, 8 -> 3/3/2, 16 -> 6/6/4."""
+    """Cores per host when a one-machine testbed says `cpus: auto`, so that the engine under test is
+    what saturates first: the ESB alone on the upper half of the cores (rounded down); the client
+    side (client and load hosts) on the rest, where the back ends share them below 8 CPUs (the lean
+    echo costs a fifth of an engine per request or less: docs/benchmarks/echo.md) and from 8 CPUs
+    take the last ⌊n/8⌋ of that half.
+      1 CPU: nothing pinned (returns {}); 2: client and back ends 0, esb 1; 3: 0-1 / 2;
+      4: 0-1 / 2-3; 8: client 0-2, back ends 3, esb 4-7; 16: 0-5, 6-7, 8-15."""
     cpus = sorted(cpus)
     n = len(cpus)
     if n < 2:
         return {}
-    if n == 2:
-        client, esb, backends = cpus[:1], cpus[1:], cpus[1:]
-    elif n == 3:
-        client, esb, backends = cpus[:1], cpus[1:2], cpus[2:]
-    else:
-        b = n // 4
-        c = (n - b) // 2
-        client, esb, backends = cpus[:c], cpus[c:n - b], cpus[n - b:]
+    below, esb = cpus[:n - n // 2], cpus[n - n // 2:]
+    b = n // 8
+    client, backends = (below[:-b], below[-b:]) if b else (below, below)
     side = {roles.CLIENT: client, roles.ESB: esb, **{ws: backends for ws in BACKENDS}}
     return {role: tuple(side.get(role, client)) for role in host_roles}   # load hosts: the client side
 
@@ -261,6 +269,14 @@ def _cpu_mode(path: Path, data: dict, hosts: dict[str, Host], emulated: bool) ->
     split = auto_split(machine_cpus(), list(hosts))
     return mode, {role: h if h.cpus or role not in split else dataclasses.replace(h, cpus=split[role])
                   for role, h in hosts.items()}
+
+
+def _echo_runtime(path: Path, data: dict) -> str:
+    runtime = data.get("echo", DEFAULT_ECHO_RUNTIME)
+    if runtime not in ECHO_RUNTIMES:
+        raise EsbperfError(f"{path}: echo must be one of {', '.join(ECHO_RUNTIMES)} (the back ends' runtime), "
+                           f"got {runtime!r}")
+    return runtime
 
 
 def resolve(name_or_path: str | Path | None, default: str = "local") -> Path:
@@ -446,7 +462,7 @@ def _check_emulated_ssh(path: Path, hosts: dict[str, Host], data: dict) -> None:
 
 
 def _check_ports(path: Path, hosts: dict[str, Host], console_port: int, api_host: str, api_port: int,
-                 sysctl: dict[str, str]) -> None:
+                 board_port: int, sysctl: dict[str, str]) -> None:
     """No two services may listen on the same address and port (e.g. two roles on 127.0.0.1),
     and none on a port that outgoing connections may take (the ephemeral range)."""
     ephemeral = None
@@ -457,7 +473,8 @@ def _check_ports(path: Path, hosts: dict[str, Host], console_port: int, api_host
                                f"got {sysctl['net.ipv4.ip_local_port_range']!r}")
         ephemeral = range(int(bounds[0]), int(bounds[1]) + 1)
     taken: dict[tuple[str, int], str] = {}
-    listeners = [(hosts["client"].address, console_port, "console.port"), (api_host, api_port, "console.api_port")]
+    listeners = [(hosts["client"].address, console_port, "console.port"), (api_host, api_port, "console.api_port"),
+                 (hosts["client"].address, board_port, "console.board_port")]
     for role, host in hosts.items():
         for service, port in host.services().items():
             field_name = f"esb_ports.{service[4:]}" if service.startswith("esb ") else f"{service}_port"
@@ -489,12 +506,49 @@ def _targets(path: Path, data: dict, testbed: Testbed) -> dict[str, Target]:
     return targets
 
 
+def _merged(base: Any, override: Any) -> Any:
+    """`override` over `base`: mappings merged key by key, anything else replaced."""
+    if isinstance(base, dict) and isinstance(override, dict):
+        return {**base, **{k: _merged(base.get(k), v) for k, v in override.items()}}
+    return override
+
+
+def _file_data(path: Path, seen: tuple[Path, ...] = ()) -> dict:
+    """A testbed file's fields over those of the testbed it `extends` (a name of
+    console-config/testbeds, or a file relative to it; its `name` is not inherited), so that a
+    variant says only what differs."""
+    data = load_yaml(path)
+    parent = data.pop("extends", None)
+    if parent is None:
+        return data
+    if not isinstance(parent, str) or not parent:
+        raise EsbperfError(f"{path}: extends must name a testbed (a name of console-config/testbeds or a file)")
+    relative = "/" in parent or parent.endswith((".yaml", ".yml"))   # a file, else a shipped testbed's name
+    base_path = resolve(path.parent / parent if relative else parent)
+    if base_path.resolve() in (*seen, path.resolve()):
+        raise EsbperfError(f"{path}: extends {parent}, which extends it back")
+    base = _file_data(base_path, (*seen, path.resolve()))
+    base.pop("name", None)
+    return _merged(base, data)
+
+
+def _host_links(data: dict) -> dict:
+    """The top-level `link_mbit` given to every host that does not give its own."""
+    if "link_mbit" in data:
+        link = data.pop("link_mbit")
+        for host in (data.get("hosts") or {}).values():
+            if isinstance(host, dict):
+                host.setdefault("link_mbit", link)
+    return data
+
+
 def load(name_or_path: str | Path | None = None, default: str = "local") -> Testbed:
     path = resolve(name_or_path, default)
     data = load_yaml(path)
     unknown = [k for k in data if k not in TOP_FIELDS]
     if unknown:
         raise EsbperfError(f"{path}: unknown field '{unknown[0]}' (allowed: {', '.join(TOP_FIELDS)})")
+    data = _host_links(_file_data(path))
     emulated = data.get("emulated", False)
     if not isinstance(emulated, bool):
         raise EsbperfError(f"{path}: emulated must be true or false, got {emulated!r}")
@@ -502,7 +556,7 @@ def load(name_or_path: str | Path | None = None, default: str = "local") -> Test
 
     console = data.get("console") or {}
     if not isinstance(console, dict):
-        raise EsbperfError(f"{path}: 'console' must be a mapping (port, api_host, api_port)")
+        raise EsbperfError(f"{path}: 'console' must be a mapping (port, api_host, api_port, board_port)")
     api_host = str(console.get("api_host", "127.0.0.1"))
     try:
         ipaddress.ip_address(api_host)
@@ -510,6 +564,7 @@ def load(name_or_path: str | Path | None = None, default: str = "local") -> Test
         raise EsbperfError(f"{path}: console.api_host must be an IP address, got {api_host!r}") from None
     console_port = _port(path, "console.port", console.get("port", 6372))
     api_port = _port(path, "console.api_port", console.get("api_port", 6373))
+    board_port = _port(path, "console.board_port", console.get("board_port", console_port + 2))
     sysctl = _sysctl(path, data, emulated)
     cpu_mode, hosts = _cpu_mode(path, data, hosts, emulated)
 
@@ -523,7 +578,7 @@ def load(name_or_path: str | Path | None = None, default: str = "local") -> Test
         for key in ("prefix", "bridge"):
             if key in data:
                 raise EsbperfError(f"{path}: {key} is only for emulated testbeds (emulated: true)")
-    _check_ports(path, hosts, console_port, api_host, api_port, sysctl)
+    _check_ports(path, hosts, console_port, api_host, api_port, board_port, sysctl)
     ssh_config = data.get("ssh_config")
     if ssh_config is not None and (not isinstance(ssh_config, str) or not ssh_config.strip()):
         raise EsbperfError(f"{path}: ssh_config must be the path of an ssh config file (passed to ssh as -F), "
@@ -531,12 +586,12 @@ def load(name_or_path: str | Path | None = None, default: str = "local") -> Test
 
     testbed = Testbed(
         name=str(data.get("name", path.stem)), path=path, hosts=hosts,
-        console_port=console_port, api_host=api_host, api_port=api_port,
+        console_port=console_port, api_host=api_host, api_port=api_port, board_port=board_port,
         targets={}, emulated=emulated,
         extra={k: v for k, v in data.items() if k in ("prefix", "bridge", "sysctl")},
         prefix=prefix, bridge=bridge, sysctl=sysctl,
         ssh_config=(path.parent / Path(ssh_config).expanduser()).resolve() if ssh_config else None,
-        cpu_mode=cpu_mode,
+        cpu_mode=cpu_mode, echo_runtime=_echo_runtime(path, data),
     )
     testbed.targets = _targets(path, data, testbed)
     return testbed

@@ -1,6 +1,8 @@
 """The echo back ends (ws1, ws2, ws3): one JVM each from jaxws-echo/, serving the thesis SOAP
 echo at /echo (WSDL at /echo?wsdl) and a byte-for-byte raw echo at /raw, on the JAX-WS RI
-(JDK HttpServer) or on Apache CXF (Jetty). Every answer carries X-Echo-Backend: <id>."""
+(JDK HttpServer), on Apache CXF (Jetty), or lean: the same contract on Netty without a SOAP stack,
+cheap enough to share a core with the ESB. Every answer carries X-Echo-Backend: <id> and
+X-Echo-Runtime: <runtime>."""
 from __future__ import annotations
 
 import re
@@ -14,10 +16,13 @@ from esbperf.core import procs
 from esbperf.core.config import state_dir
 from esbperf.core.errors import EsbperfError
 from esbperf.core.project import JAXWS_ECHO, ensure_built
+from esbperf.core.topology import ECHO_RUNTIMES
 from esbperf.services import jvm as gc
 
-RUNTIMES = ("jaxws", "cxf")
-RUNTIME_NAMES = {"jaxws": "JAX-WS RI on the JDK HttpServer", "cxf": "Apache CXF on Jetty"}
+RUNTIMES = ECHO_RUNTIMES   # a testbed file's `echo:` names one of them
+RUNTIME_NAMES = {"jaxws": "JAX-WS RI on the JDK HttpServer", "cxf": "Apache CXF on Jetty",
+                 "lean": "Netty, no SOAP stack (lean)"}
+RUNTIME_HEADER = "X-Echo-Runtime"   # on every answer: which runtime answered
 MAIN_CLASS = "esbperf.echo.EchoMain"
 # The id ends up in an HTTP header and in every SOAP answer: keep it plain.
 _ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
@@ -59,6 +64,8 @@ def echo_process(backend_id: str, host: str, port: int, runtime: str = "jaxws", 
     gc_log = gc.log_path(workdir)
     argv = [procs.java_executable(), heap_limit, "-XX:+ExitOnOutOfMemoryError", *gc.jvm_options(gc_log),
             "-Dsun.net.httpserver.nodelay=true",  # EchoMain sets it too; here it shows in `ps`
+            # lean scans a message with the JDK's Vector API (an incubator module; the JVM logs a line saying so)
+            *(["--add-modules", "jdk.incubator.vector"] if runtime == "lean" else []),
             "-cp", JAXWS_ECHO.classpath(), MAIN_CLASS,
             "--id", backend_id, "--host", host, "--port", str(port), "--runtime", runtime,
             "--delay-ms", str(delay_ms), "--max-body-mb", str(max_body_mb), "--threads", str(threads)]
@@ -88,11 +95,13 @@ def parse_listen(listen: str) -> tuple[str, int]:
 @click.option("--listen", required=True, metavar="[HOST:]PORT",
               help="Where to serve; HOST defaults to 127.0.0.1 (loopback).")
 @click.option("--runtime", type=click.Choice(RUNTIMES), default="jaxws", show_default=True,
-              help="jaxws: JAX-WS RI on the JDK HttpServer; cxf: Apache CXF on Jetty.")
+              help="jaxws: JAX-WS RI on the JDK HttpServer; cxf: Apache CXF on Jetty; "
+                   "lean: Netty without a SOAP stack (cheapest).")
 @click.option("--delay-ms", default=0, show_default=True, help="Wait this long before each answer (a slow back end).")
 @click.option("--max-body-mb", default=16, show_default=True, help="Larger request bodies get 413.")
 @click.option("--heap", default="512m", show_default=True, help="JVM heap limit (-Xmx).")
-@click.option("--threads", default=400, show_default=True, help="Worker threads (one per concurrent request).")
+@click.option("--threads", default=400, show_default=True,
+              help="Worker threads (one per concurrent request); lean: at most one event loop per core.")
 def echo(backend_id: str, listen: str, runtime: str, delay_ms: int, max_body_mb: int, heap: str,
          threads: int) -> None:
     """Start an echo back end (thesis SOAP echo and raw echo); Ctrl-C or SIGTERM stops it."""

@@ -82,7 +82,8 @@ def plan(testbed: Testbed, esb: str | Sequence[str] | None, testbed_arg: Callabl
         f = ["--testbed", testbed_arg(role)]
         if role in BACKENDS:
             services.append(Service(role, "echo", ("esbperf", "echo", "--id", role, "--listen",
-                                                   f"{host.address}:{host.echo_port}"), (host.address, host.echo_port)))
+                                                   f"{host.address}:{host.echo_port}", "--runtime", testbed.echo_runtime),
+                                    (host.address, host.echo_port)))
         elif role == "esb":
             services += [Service(role, f"esb-{name}", ("esbperf", "esb", name, *f), (host.address, host.esb_ports[name]))
                          for name in esbs]
@@ -181,10 +182,11 @@ class HostAccess:
         return json.loads(result.stdout)
 
 
-def esb_restarter(testbed: Testbed, restart: str, root: Path | None = None) -> Callable[[str], int] | None:
-    """For a plan with `restart: per-step`: restart the ESB that `start` started on the esb host,
-    by name, and return the new pid of its service (None: no ESB was started that way)."""
-    if restart != "per-step":
+def esb_restarter(testbed: Testbed, needed: bool, root: Path | None = None) -> Callable[[str], int] | None:
+    """For a plan with `restart: per-step` or several forks (`needed`): restart an engine that
+    `start` started on the esb host, by name, or a back end by its role (ws1..ws3), and return the
+    new pid of its service (None: no ESB was started that way)."""
+    if not needed:
         return None
     host = HostAccess(testbed, "esb", root)
     try:
@@ -194,11 +196,15 @@ def esb_restarter(testbed: Testbed, restart: str, root: Path | None = None) -> C
     if not any(name.startswith("esb-") for name in running):
         return None
 
-    def restart_esb(esb: str) -> int:
-        if f"esb-{esb}" not in running:
+    def restart_esb(name: str) -> int:
+        if name in BACKENDS:
+            return HostAccess(testbed, name, root).request(["restart", "--name", "echo", "--timeout",
+                                                            str(START_TIMEOUT_S)], start=True,
+                                                           timeout=START_TIMEOUT_S + 60)["pid"]
+        if f"esb-{name}" not in running:
             raise EsbperfError(f"{host.label}: `esbperf testbed start` started {', '.join(sorted(running))}, "
-                               f"not esb {esb}; start it with --esb {esb}")
-        return host.request(["restart", "--name", f"esb-{esb}", "--timeout", str(START_TIMEOUT_S)],
+                               f"not esb {name}; start it with --esb {name}")
+        return host.request(["restart", "--name", f"esb-{name}", "--timeout", str(START_TIMEOUT_S)],
                             start=True, timeout=START_TIMEOUT_S + 60)["pid"]
     return restart_esb
 

@@ -40,16 +40,22 @@ def process_name(service: hosts.Service) -> str:
 
 
 def esb_restarter(group: procs.ProcessGroup, testbed: Testbed) -> Callable[[str], int]:
-    """Restart an ESB that `start` started (a plan with `restart: per-step`): the same command,
-    stopped and started again, ready when its port answers; returns the pid of the ESB's JVM."""
-    def restart(esb: str) -> int:
-        [process] = [p for p in group.processes if p.name == f"esb-{esb} esb"]
-        host = testbed.hosts["esb"]
+    """Restart an engine that `start` started by its name, or a back end by its role (ws1..ws3): a
+    plan with `restart: per-step`, or each fork of a plan of several. The same command, stopped and
+    started again, ready when its port answers; returns the pid of the process that listens."""
+    def restart(name: str) -> int:
+        if name in roles.BACKENDS:
+            wanted, host = f"echo {name}", testbed.hosts[name]
+            port = host.echo_port
+        else:
+            wanted, host = f"esb-{name} esb", testbed.hosts["esb"]
+            port = host.esb_ports[name]
+        [process] = [p for p in group.processes if p.name == wanted]
         process.stop()
         process.start()
-        process.wait_until(lambda: procs.port_open(host.address, host.esb_ports[esb]), START_TIMEOUT_S,
-                           f"answering at {host.address}:{host.esb_ports[esb]}")
-        return procs.listener_pid(host.address, host.esb_ports[esb], process.netns) or process.pid
+        process.wait_until(lambda: procs.port_open(host.address, port), START_TIMEOUT_S,
+                           f"answering at {host.address}:{port}")
+        return procs.listener_pid(host.address, port, process.netns) or process.pid
     return restart
 
 

@@ -123,7 +123,7 @@ class SshAgents:
     def serves(self, agent: str) -> bool:
         return agent == self.role or agent.startswith(f"{self.role}-")
 
-    def __call__(self, agent: str, relative: str, into: Path) -> bool:
+    def __call__(self, agent: str, relative: str, into: Path, workers_stay: bool = False) -> bool:
         if not self.serves(agent):
             return False
         folder = f"{STATE}/agents/{agent}"
@@ -132,8 +132,8 @@ class SshAgents:
             return False
         into.mkdir(parents=True, exist_ok=True)
         # The workers' JVMs may still be writing their last rows (esbperf/core/procs.py, wait_workers_gone).
-        waited = self.ssh.run(self.ssh.esbperf_python(["-m", "esbperf.core.procs", folder, f"{folder}/{relative}"]),
-                              check=False)
+        waited = self.ssh.run(self.ssh.esbperf_python(["-m", "esbperf.core.procs", folder, f"{folder}/{relative}",
+                                                       *(["--logs-only"] if workers_stay else [])]), check=False)
         copied = rsync(["-a", "--remove-source-files", "-e", self.ssh.rsh(),
                         self.ssh.remote(f"{folder}/{relative}") + "/", f"{into}/"], f"agent {agent}")
         if copied.returncode != 0:

@@ -14,6 +14,8 @@ public final class Bodies {
 
     /** On every answer, so routing can be checked even when the body is an unchanged echo. */
     public static final String BACKEND_HEADER = "X-Echo-Backend";
+    /** Names the runtime (jaxws, cxf, lean) on every answer too, so a run can record what answered. */
+    public static final String RUNTIME_HEADER = "X-Echo-Runtime";
     /** A marker for "no body" (a GET): neither Content-Length nor chunked. */
     public static final long NO_BODY = 0;
     /** A marker for a chunked body, whose length is known only once read. */

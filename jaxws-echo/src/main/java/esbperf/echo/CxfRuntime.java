@@ -87,6 +87,7 @@ final class CxfRuntime implements EchoRuntime {
         public void handle(String target, Request base, HttpServletRequest request, HttpServletResponse response)
                 throws IOException, jakarta.servlet.ServletException {
             response.setHeader(Bodies.BACKEND_HEADER, options.backendId());
+            response.setHeader(Bodies.RUNTIME_HEADER, "cxf");
             long declared = Bodies.declaredLength(request.getHeader("Content-Length"),
                     request.getHeader("Transfer-Encoding"));
             try {

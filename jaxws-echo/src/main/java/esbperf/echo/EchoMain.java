@@ -57,6 +57,9 @@ public final class EchoMain {
         // users (public rounds) and still holds the pooled connections of the ESB measured before.
         System.setProperty("sun.net.httpserver.maxIdleConnections",
                 System.getProperty("sun.net.httpserver.maxIdleConnections", "16384"));
+        // Netty (lean) samples buffers for leak reports with a stack trace each: a cost per request
+        // the tests pay, not a benchmark's back end.
+        System.setProperty("io.netty.leakDetection.level", System.getProperty("io.netty.leakDetection.level", "disabled"));
         // Defence in depth for the JDK's XML parsers: no external DTD or schema, whatever the stack asks.
         System.setProperty("javax.xml.accessExternalDTD", "");
         System.setProperty("javax.xml.accessExternalSchema", "");

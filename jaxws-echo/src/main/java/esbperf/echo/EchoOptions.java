@@ -10,10 +10,10 @@ public record EchoOptions(String backendId, String host, int port, String runtim
                           long maxBodyBytes, int threads) {
 
     private static final long MB = 1024L * 1024L;
-    public static final List<String> RUNTIMES = List.of("jaxws", "cxf");
+    public static final List<String> RUNTIMES = List.of("jaxws", "cxf", "lean");
     /** The id goes into a response header and the SOAP answer: keep it to safe characters. */
     private static final Pattern ID = Pattern.compile("[A-Za-z0-9._-]{1,64}");
-    private static final String USAGE = "usage: --id ID [--host H] --port P [--runtime jaxws|cxf] "
+    private static final String USAGE = "usage: --id ID [--host H] --port P [--runtime jaxws|cxf|lean] "
             + "[--delay-ms N] [--max-body-mb N] [--threads N]";
 
     public EchoOptions {

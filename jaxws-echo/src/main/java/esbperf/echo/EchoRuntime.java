@@ -1,6 +1,6 @@
 package esbperf.echo;
 
-/** One running echo server (a SOAP stack and its HTTP server); closing it stops both. */
+/** One running echo server (a SOAP stack and its HTTP server, or the lean one); closing it stops it. */
 public interface EchoRuntime extends AutoCloseable {
 
     /** Publishes the service and the raw echo on the runtime chosen by --runtime. */
@@ -8,6 +8,7 @@ public interface EchoRuntime extends AutoCloseable {
         return switch (options.runtime()) {
             case "jaxws" -> RiRuntime.start(options);
             case "cxf" -> CxfRuntime.start(options);
+            case "lean" -> LeanRuntime.start(options);
             default -> throw new IllegalArgumentException("unknown runtime " + options.runtime());
         };
     }

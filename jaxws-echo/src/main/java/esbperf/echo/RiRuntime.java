@@ -92,6 +92,7 @@ final class RiRuntime implements EchoRuntime {
         @Override
         public void doFilter(HttpExchange exchange, Chain chain) throws IOException {
             exchange.getResponseHeaders().set(Bodies.BACKEND_HEADER, options.backendId());
+            exchange.getResponseHeaders().set(Bodies.RUNTIME_HEADER, "jaxws");
             long declared = declaredLength(exchange);
             try {
                 if (declared > options.maxBodyBytes()) {

@@ -27,6 +27,7 @@ class EchoOptionsTest {
         assertEquals(2L * 1024 * 1024, options.maxBodyBytes());
         assertEquals(50, options.threads());
         assertEquals("http://[::1]:9", options.baseUrl());
+        assertEquals("lean", EchoOptions.parse("--id", "ws1", "--port", "9", "--runtime", "lean").runtime());
     }
 
     @Test

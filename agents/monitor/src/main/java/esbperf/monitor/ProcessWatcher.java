@@ -7,18 +7,23 @@ import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.function.LongSupplier;
 
 /**
  * The CPU (percent of one core) and resident memory of watched processes: given by pid, or by
  * a text their command line contains (re-resolved when they restart, e.g. the ESB's JVM).
  * All processes matching one text are summed under that text, so the series stays one line
- * whatever their pids. CPU is the growth of the process's CPU time between two readings at
- * least {@link #MIN_INTERVAL_MS} apart: sigar caches a process's /proc data for up to 2 s,
- * and a faster reading would see no growth (the OSHI probe keeps the same pace).
+ * whatever their pids. CPU is the growth of the process's CPU time between two readings, over the
+ * time between the moments they were read: every other tick ({@link #MIN_INTERVAL_MS}), the pace
+ * the monitor's cost was measured at. A tick's stamp is when it began; on a saturated core the
+ * monitor's own thread may read a second or more later, and a rate over the stamps would then
+ * read up to twice what the cores allow (192 % of the one core an echo was pinned to).
  */
 final class ProcessWatcher {
 
   static final long MIN_INTERVAL_MS = 2000;
+  // Ticks begin a few ms early or late: a reading due every other tick must not slip to every third.
+  static final long TICK_SLACK_MS = 500;
 
   private record Reading(long cpuMs, long atMs) {
   }
@@ -27,15 +32,21 @@ final class ProcessWatcher {
   private final List<Long> pids;
   private final List<String> matches;
   private final Set<Long> notMatchable;                       // the monitor and its launchers
+  private final LongSupplier clock;                           // ms since the epoch
   private final Map<String, List<Long>> resolved = new HashMap<>();
   // Per label: a process watched both by pid and by a match text is read once for each.
   private final Map<String, Map<Long, Reading>> previous = new HashMap<>();
   private long lastSampleMs;
 
   ProcessWatcher(Probe probe, List<Long> pids, List<String> matches) {
+    this(probe, pids, matches, System::currentTimeMillis);
+  }
+
+  ProcessWatcher(Probe probe, List<Long> pids, List<String> matches, LongSupplier clock) {
     this.probe = probe;
     this.pids = pids;
     this.matches = matches;
+    this.clock = clock;
     this.notMatchable = selfAndAncestors();
   }
 
@@ -44,7 +55,7 @@ final class ProcessWatcher {
   }
 
   boolean due(long nowMs) {
-    return watchesAnything() && nowMs - lastSampleMs >= MIN_INTERVAL_MS;
+    return watchesAnything() && nowMs - lastSampleMs >= MIN_INTERVAL_MS - TICK_SLACK_MS;
   }
 
   void sample(long nowMs, Tick.Builder out) {
@@ -62,7 +73,8 @@ final class ProcessWatcher {
     }
   }
 
-  /** proc.rss and proc.cpu for the live processes of a group; nothing when none is alive. */
+  /** proc.rss and proc.cpu for the live processes of a group; nothing when none is alive. The row
+   * is stamped with the tick; the rate is over the times the readings were actually taken. */
   private void emit(String label, List<Long> group, long nowMs, Tick.Builder out) {
     final Map<Long, Reading> before = previous.getOrDefault(label, Map.of());
     final Map<Long, Reading> readings = new HashMap<>();   // the exited drop out
@@ -71,17 +83,20 @@ final class ProcessWatcher {
     boolean anyAlive = false;
     boolean cpuKnown = true;
     for (long pid : group) {
+      final long readFrom = clock.getAsLong();
       final Probe.Usage usage = probe.usage(pid);
+      // The middle of the call: the thread may be preempted on either side of the read itself.
+      final long atMs = (readFrom + clock.getAsLong()) / 2;
       if (usage == null) {
         continue;   // exited since it was found
       }
       final long cpuMs = usage.cpuMs();
       rss += usage.rssBytes();
       anyAlive = true;
-      readings.put(pid, new Reading(cpuMs, nowMs));
+      readings.put(pid, new Reading(cpuMs, atMs));
       final Reading last = before.get(pid);
-      if (last != null && nowMs > last.atMs) {
-        cpuPercent += 100.0 * (cpuMs - last.cpuMs) / (nowMs - last.atMs);
+      if (last != null && atMs > last.atMs) {
+        cpuPercent += 100.0 * (cpuMs - last.cpuMs) / (atMs - last.atMs);
       }
       else {
         cpuKnown = false;

@@ -5,7 +5,9 @@ import java.io.InputStream;
 import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.LinkedHashSet;
+import java.util.Optional;
 import java.util.Set;
 
 import org.hyperic.jni.ArchNotSupportedException;
@@ -227,10 +229,18 @@ final class SigarProbe implements Probe {
     }
   }
 
+  /**
+   * The CPU time from the JDK, which reads the kernel's count afresh (/proc/PID/stat on Linux):
+   * sigar keeps one process's /proc data for the rest of the next whole second, so two of its
+   * readings 2 s apart may be 1 s or 3 s apart in what they count. sigar's count is used only where
+   * the JDK has none for the process.
+   */
   @Override
   public Usage usage(long pid) {
     try {
-      return new Usage(sigar.getProcTime(pid).getTotal(), sigar.getProcMem(pid).getResident());
+      final Optional<Duration> fresh = ProcessHandle.of(pid).flatMap(p -> p.info().totalCpuDuration());
+      final long cpuMs = fresh.isPresent() ? fresh.get().toMillis() : sigar.getProcTime(pid).getTotal();
+      return new Usage(cpuMs, sigar.getProcMem(pid).getResident());
     }
     catch (SigarException e) {
       return null;

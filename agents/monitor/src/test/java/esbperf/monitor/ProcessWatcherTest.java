@@ -14,6 +14,7 @@ class ProcessWatcherTest {
   private static final class FakeProbe implements Probe {
     final Map<Long, String> commandLines = new HashMap<>();
     final Map<Long, Long> cpuMs = new HashMap<>();
+    long clockMs;                      // what the watcher's clock reads
 
     public String name() {
       return "fake";
@@ -57,6 +58,16 @@ class ProcessWatcherTest {
     }
   }
 
+  private static ProcessWatcher watcher(FakeProbe probe, List<Long> pids, List<String> matches) {
+    return new ProcessWatcher(probe, pids, matches, () -> probe.clockMs);
+  }
+
+  /** A tick stamped nowMs whose readings are taken at readMs. */
+  private static Map<String, Double> sample(ProcessWatcher watcher, FakeProbe probe, long nowMs, long readMs) {
+    probe.clockMs = readMs;
+    return sample(watcher, nowMs);
+  }
+
   private static Map<String, Double> sample(ProcessWatcher watcher, long nowMs) {
     final Tick.Builder b = new Tick.Builder();
     watcher.sample(nowMs, b);
@@ -75,24 +86,50 @@ class ProcessWatcherTest {
     probe.commandLines.put(11L, "launcher esb-under-test");
     probe.cpuMs.put(10L, 0L);
     probe.cpuMs.put(11L, 0L);
-    final ProcessWatcher watcher = new ProcessWatcher(probe, List.of(), List.of("esb-under-test"));
+    final ProcessWatcher watcher = watcher(probe, List.of(), List.of("esb-under-test"));
 
-    assertEquals(null, sample(watcher, 0).get("proc.cpu"), "first sight: no interval yet");
+    assertEquals(null, sample(watcher, probe, 0, 0).get("proc.cpu"), "first sight: no interval yet");
     probe.cpuMs.put(10L, 2000L);   // a busy core for 2 s
     probe.cpuMs.put(11L, 20L);
-    assertEquals(101.0, sample(watcher, 2000).get("proc.cpu"), 1e-9);
+    assertEquals(101.0, sample(watcher, probe, 2000, 2000).get("proc.cpu"), 1e-9);
 
     probe.commandLines.remove(10L);             // the ESB restarts under a new pid
     probe.commandLines.put(12L, "java esb-under-test");
     probe.cpuMs.put(12L, 50L);
     probe.cpuMs.put(11L, 40L);
-    final Map<String, Double> restarted = sample(watcher, 4000);
+    final Map<String, Double> restarted = sample(watcher, probe, 4000, 4000);
     assertEquals(null, restarted.get("proc.cpu"), "the new JVM has no interval: the group's sum would read 1 %");
     assertEquals(2000.0, restarted.get("proc.rss"), 1e-9);
 
     probe.cpuMs.put(12L, 2050L);
     probe.cpuMs.put(11L, 60L);
-    assertEquals(101.0, sample(watcher, 6000).get("proc.cpu"), 1e-9);
+    assertEquals(101.0, sample(watcher, probe, 6000, 6000).get("proc.cpu"), 1e-9);
+  }
+
+  @Test
+  void aReadingTakenLateIsARateOverTheTimeBetweenTheReadsNotBetweenTheStamps() {
+    final FakeProbe probe = new FakeProbe();
+    probe.commandLines.put(10L, "java echo");
+    probe.cpuMs.put(10L, 0L);
+    final ProcessWatcher watcher = watcher(probe, List.of(), List.of("java echo"));
+    sample(watcher, probe, 0, 0);
+    // One busy core. The tick stamped 2000 read 1850 ms late, its thread starved on that core:
+    // 3850 ms of CPU over 2000 ms of stamps would be 192.5 % of the one core.
+    probe.cpuMs.put(10L, 3850L);
+    assertEquals(100.0, sample(watcher, probe, 2000, 3850).get("proc.cpu"), 1e-9);
+    probe.cpuMs.put(10L, 4000L);   // the next one on time: 150 ms over 150 ms, not 7.5 %
+    assertEquals(100.0, sample(watcher, probe, 4000, 4000).get("proc.cpu"), 1e-9);
+  }
+
+  @Test
+  void readingsComeEveryOtherTickWhateverTheTicksJitter() {
+    final FakeProbe probe = new FakeProbe();
+    probe.commandLines.put(10L, "java echo");
+    probe.cpuMs.put(10L, 0L);
+    final ProcessWatcher watcher = watcher(probe, List.of(), List.of("java echo"));
+    sample(watcher, probe, 1000, 1000);
+    assertEquals(false, watcher.due(2001));
+    assertEquals(true, watcher.due(2998), "a tick begun 2 ms early is still the second one");
   }
 
   @Test
@@ -100,9 +137,10 @@ class ProcessWatcherTest {
     final FakeProbe probe = new FakeProbe();
     probe.commandLines.put(10L, "java esb-under-test");
     probe.cpuMs.put(10L, 0L);
-    final ProcessWatcher watcher = new ProcessWatcher(probe, List.of(10L), List.of("esb-under-test"));
-    sample(watcher, 0);
+    final ProcessWatcher watcher = watcher(probe, List.of(10L), List.of("esb-under-test"));
+    sample(watcher, probe, 0, 0);
     probe.cpuMs.put(10L, 1000L);
+    probe.clockMs = 2000;
     final Tick.Builder b = new Tick.Builder();
     watcher.sample(2000, b);
     final Tick tick = b.build(2000, new HashMap<>());
