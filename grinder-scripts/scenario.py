@@ -38,6 +38,22 @@ answers a request the same way every time). Only an answer that fails both is ju
 which says why. A wrong answer (status, content or back end) marks the transaction failed, so it
 counts as an error, never as TPS.
 
+Warm workers (esbperf.board.url set): the worker JVM lives for a whole run and takes each step
+from the console's step board (esbperf.client.Steps): the properties above come with each order
+instead of from the start message, the threads the step leaves out wait, and each step's rows and
+lines go to that step's own log folder (esbperf.client.StepLogs). What a warm worker is started with:
+
+  esbperf.board.url       the board's GET /order address; esbperf.board.key the run's key
+  esbperf.pool.model      open: the data log also has the open model's columns (closed steps of
+                          such a run log their latency as their response time, lag 0)
+  esbperf.board.close.ms  how long a step's threads may take to leave it (a request in flight)
+  esbperf.pool.logs       its grinder.logDirectory as the runner gave it (relative): each step's
+                          log folder resolves where that one did
+
+and each order also carries esbperf.step.processes, esbperf.step.threads (the step's layout of
+users, as a fresh start would have it) and esbperf.step.logs (its log folder, relative to the
+worker's working folder).
+
 Data-log columns added to Grinder's own: HTTP status, Request bytes, Response bytes, Response us
 (the exchange in integer microseconds); in the open model also Latency us (last byte - due start:
 corrected for coordinated omission) and Start lag us (actual start - due start).
@@ -48,36 +64,18 @@ from jarray import array
 from net.grinder.script import Test
 from net.grinder.script.Grinder import grinder
 from org.python.core.util import StringUtil
+from threading import Lock
 
-from esbperf.client import CannedServer, Expected, KnownAnswers, Requests, Schedule, User
+from esbperf.client import CannedServer, Expected, KnownAnswers, Order, Requests, Schedule, StepLogs, Steps, User
 import contract
 import users
 
 properties = grinder.properties
-SCENARIO = properties.getProperty("esbperf.scenario", "raw")
-TARGET_KIND = properties.getProperty("esbperf.target.kind", "direct")
-PAYLOAD_BYTES = properties.getInt("esbperf.payload.bytes", 1024)
-KEEPALIVE = properties.getBoolean("esbperf.keepalive", True)
-TIMEOUT_MS = properties.getInt("esbperf.timeout.ms", 120000)
-RATE_TEXT = properties.getProperty("esbperf.rate", "0") or "0"
-LATE_US = properties.getLong("esbperf.late.us", 1000)
-ARRIVALS = properties.getProperty("esbperf.arrivals", "uniform")
-SEED = properties.getLong("esbperf.seed", 0)
-ERRORS_LOGGED = 10   # per worker thread: enough to see why, not enough to flood the log
-PAYLOAD_FILE = properties.getProperty("esbperf.payload.file", "")
-PAYLOAD_CHECK = properties.getProperty("esbperf.payload.check", "")
-LEARN = properties.getBoolean("esbperf.fastcheck.learn", True)
-CPU_AFTER_MS = properties.getLong("esbperf.cpu.after.ms", 0)
-CALIBRATE = SCENARIO == "calibrate"
+ERRORS_LOGGED = 10   # per worker thread and step: enough to see why, not enough to flood the log
 CALIBRATION_TEST = 99
-
-
-try:
-    RATE = float(RATE_TEXT)
-except ValueError:
-    RATE = -1
-if not 0 <= RATE < float("inf"):
-    raise RuntimeError("esbperf.rate must be starts per second (0: closed model), not %r" % RATE_TEXT)
+BOARD_URL = properties.getProperty("esbperf.board.url", "")
+WARM = bool(BOARD_URL)
+IDLE_WAIT_MS = 500   # a thread the step leaves out looks again this often (Grinder's stop needs it back)
 
 
 def utf8(text):
@@ -89,36 +87,6 @@ def java_bytes(body):
     return utf8(body) if isinstance(body, unicode) else StringUtil.toBytes(body)
 
 
-def payload_file():
-    """The staged payload file, from the agent's copy of this folder, as its bytes are."""
-    path = properties.resolveRelativeFile(File(PAYLOAD_FILE)).getPath()
-    data = open(path, "rb").read()
-    if len(data) != PAYLOAD_BYTES:   # not this step's file, or not fully distributed
-        raise RuntimeError("%s has %d bytes, the step says %d" % (path, len(data), PAYLOAD_BYTES))
-    return data
-
-
-if CALIBRATE:
-    # The raw echo's request, answered by a server in this process with exactly what the echo
-    # would send: the normal client path (send, read, fast check, columns) with no back end.
-    REQUESTS = contract.requests_for("raw", "direct", PAYLOAD_BYTES)
-    SERVER = CannedServer.start(CannedServer.answer(
-        array(["Content-Type", contract.SOAP_CONTENT_TYPE, "X-Echo-Backend", "ws1"], String),
-        utf8(REQUESTS[0].body)))
-    URLS = dict((b, SERVER.url) for b in contract.BACKENDS)
-    TEST = Test(CALIBRATION_TEST, "calibrate (the client against an instant server in its own process)")
-else:
-    if PAYLOAD_FILE:
-        REQUESTS = contract.requests_for_file(SCENARIO, TARGET_KIND, payload_file(), PAYLOAD_CHECK)
-    else:
-        REQUESTS = contract.requests_for(SCENARIO, TARGET_KIND, PAYLOAD_BYTES)
-    if TARGET_KIND == "esb":
-        URLS = dict((b, properties.getProperty("esbperf.target.url")) for b in contract.BACKENDS)
-    else:
-        URLS = dict((b, properties.getProperty("esbperf.backend." + b)) for b in contract.BACKENDS)
-    TEST = Test(contract.test_number(SCENARIO), "%s (%s)" % (SCENARIO, contract.description(SCENARIO)))
-
-
 def fast_check(expected):
     if expected is None:
         return None
@@ -126,63 +94,169 @@ def fast_check(expected):
                     expected.contains is not None and utf8(expected.contains) or None)
 
 
-# Built once per worker process, shared read-only by its threads.
-PREPARED = Requests(KEEPALIVE)
-for r in REQUESTS:
-    if not URLS[r.backend]:
-        raise RuntimeError("esbperf.target.url / esbperf.backend.%s not set for %s" % (r.backend, TARGET_KIND))
-    PREPARED.add(URLS[r.backend], r.path, r.content_type, array(r.headers, String),
-                 java_bytes(r.data if r.data is not None else r.body),
-                 fast_check(r.expected))
-if ARRIVALS not in ("uniform", "poisson"):
-    raise RuntimeError("esbperf.arrivals must be uniform or poisson, not %r" % ARRIVALS)
-# Each worker process draws its own Poisson sequence from the run's seed.
-PROCESS_SEED = SEED * 1000003 + grinder.agentNumber * 1009 + grinder.processNumber
-SCHEDULE = Schedule(RATE, LATE_US, ARRIVALS == "poisson", PROCESS_SEED) if RATE > 0 else None
+def number_of(text, what):
+    try:
+        value = float(text or "0")
+    except ValueError:
+        value = -1
+    if not 0 <= value < float("inf"):
+        raise RuntimeError("%s must be starts per second (0: the closed model), not %r" % (what, text))
+    return value
+
+
+_tests = {}
+_tests_lock = Lock()
+
+
+def timed_exchange_of(scenario):
+    """The Grinder test of a scenario: a function doing the HTTP exchange and nothing else
+    (User.exchange never raises), recorded once per scenario and process."""
+    with _tests_lock:
+        if scenario not in _tests:
+            def timed_exchange(user):
+                user.exchange()
+            if scenario == "calibrate":
+                test = Test(CALIBRATION_TEST, "calibrate (the client against an instant server in its own process)")
+            else:
+                test = Test(contract.test_number(scenario), "%s (%s)" % (scenario, contract.description(scenario)))
+            test.record(timed_exchange)
+            _tests[scenario] = timed_exchange
+        return _tests[scenario]
+
+
+_canned = {}
+
+
+class Shared(object):
+    """What a step's threads share in one worker process, built once from the step's settings
+    (`get(name, default)`: the start message's properties, or a warm worker's order)."""
+
+    def __init__(self, get):
+        self.scenario = get("esbperf.scenario", "raw")
+        target_kind = get("esbperf.target.kind", "direct")
+        size = int(get("esbperf.payload.bytes", "1024"))
+        keepalive = get("esbperf.keepalive", "true").lower() == "true"
+        self.timeout_ms = int(get("esbperf.timeout.ms", "120000"))
+        self.learn = get("esbperf.fastcheck.learn", "true").lower() == "true"
+        self.cpu_after_ms = long(get("esbperf.cpu.after.ms", "0"))
+        rate = number_of(get("esbperf.rate", "0"), "esbperf.rate")
+        arrivals = get("esbperf.arrivals", "uniform")
+        if arrivals not in ("uniform", "poisson"):
+            raise RuntimeError("esbperf.arrivals must be uniform or poisson, not %r" % arrivals)
+        payload_file = get("esbperf.payload.file", "")
+        if self.scenario == "calibrate":
+            # The raw echo's request, answered by a server in this process with exactly what the echo
+            # would send: the normal client path (send, read, fast check, columns) with no back end.
+            self.requests = contract.requests_for("raw", "direct", size)
+            body = self.requests[0].body
+            if size not in _canned:
+                _canned[size] = CannedServer.start(CannedServer.answer(
+                    array(["Content-Type", contract.SOAP_CONTENT_TYPE, "X-Echo-Backend", "ws1"], String), utf8(body)))
+            urls = dict((b, _canned[size].url) for b in contract.BACKENDS)
+        else:
+            if payload_file:
+                self.requests = contract.requests_for_file(self.scenario, target_kind, self.payload(payload_file, size),
+                                                           get("esbperf.payload.check", ""))
+            else:
+                self.requests = contract.requests_for(self.scenario, target_kind, size)
+            if target_kind == "esb":
+                urls = dict((b, get("esbperf.target.url", "")) for b in contract.BACKENDS)
+            else:
+                urls = dict((b, get("esbperf.backend." + b, "")) for b in contract.BACKENDS)
+        self.prepared = Requests(keepalive)
+        for r in self.requests:
+            if not urls[r.backend]:
+                raise RuntimeError("esbperf.target.url / esbperf.backend.%s not set for %s" % (r.backend, target_kind))
+            self.prepared.add(urls[r.backend], r.path, r.content_type, array(r.headers, String),
+                              java_bytes(r.data if r.data is not None else r.body), fast_check(r.expected))
+        # Each worker process draws its own Poisson sequence from the run's seed.
+        seed = long(get("esbperf.seed", "0")) * 1000003 + grinder.agentNumber * 1009 + grinder.processNumber
+        self.schedule = Schedule(rate, long(get("esbperf.late.us", "1000")), arrivals == "poisson", seed) \
+            if rate > 0 else None
+        self.timed = timed_exchange_of(self.scenario)
+
+    @staticmethod
+    def payload(path, size):
+        """The staged payload file, from the agent's copy of this folder, as its bytes are."""
+        path = properties.resolveRelativeFile(File(path)).getPath()
+        data = open(path, "rb").read()
+        if len(data) != size:   # not this step's file, or not fully distributed
+            raise RuntimeError("%s has %d bytes, the step says %d" % (path, len(data), size))
+        return data
+
+
+def fresh_setting(name, default):
+    return properties.getProperty(name, default)
+
 
 grinder.statistics.registerDataLogExpression("HTTP status", "userLong0")
 grinder.statistics.registerDataLogExpression("Request bytes", "userLong1")
 grinder.statistics.registerDataLogExpression("Response bytes", "userLong2")
 grinder.statistics.registerDataLogExpression("Response us", "userLong3")
-if SCHEDULE is not None:
+if WARM:
+    STEPS = Steps(BOARD_URL, properties.getProperty("esbperf.board.key", ""), grinder.processName,
+                  StepLogs(properties.getProperty("esbperf.pool.logs", ".")),
+                  properties.getLong("esbperf.board.close.ms", 150000),
+                  properties.getLong("esbperf.board.lost.ms", 60000), lambda line: grinder.logger.info(line))
+    OPEN_MODEL = properties.getProperty("esbperf.pool.model", "closed") == "open"
+    FRESH = None
+else:
+    # Built at import: a step whose settings are wrong fails at once, before its threads start.
+    FRESH = Shared(fresh_setting)
+    OPEN_MODEL = FRESH.schedule is not None
+if OPEN_MODEL:
     grinder.statistics.registerDataLogExpression("Latency us", "userLong4")
     # Start lag = Latency - Response (due start -> actual start), exact by construction.
     grinder.statistics.registerDataLogExpression("Start lag us", "(- userLong4 userLong3)")
 # The console's mean response time in µs per sample (its own Test time is whole ms): what a
 # `warmup_s: auto` warm-up watches (esbperf/run/workers.py, MEAN_US).
 grinder.statistics.registerSummaryExpression("Response us mean", "(/ userLong3 (+ (count timedTests) errors))")
+if WARM:
+    STEPS.start()   # after the data log's columns are registered: each step's header lists them
+AGENT = max(grinder.agentNumber, 0)
+PROCESS = grinder.processNumber - grinder.firstProcessNumber
+
+_shared_lock = Lock()
 
 
-def timed_exchange(user):
-    """The Grinder test: the HTTP exchange and nothing else (User.exchange never raises)."""
-    user.exchange()
+def shared_of(order):
+    """The step's Shared of this process, built by the first of its threads to take part."""
+    with _shared_lock:
+        shared = order.getShared()
+        if shared is None:
+            shared = Shared(lambda name, default: order.get(name, default))
+            if shared.schedule is not None:
+                order.cancelWhenOver(shared.schedule)
+            order.setShared(shared)
+        return shared
 
-TEST.record(timed_exchange)
 
+class Part(object):
+    """A thread's part in one step: its User (connections, the data-log columns, the fast check)
+    and what it tells the worker log when it leaves the step."""
 
-class TestRunner:
-    def __init__(self):
-        grinder.statistics.delayReports = 1   # so the check can still fail the transaction
-        # Closed model: `users` users over all threads; open model: every thread serves the schedule.
-        self.active = SCHEDULE is not None or users.is_user(grinder)
-        self.user = User(PREPARED, TIMEOUT_MS, SCHEDULE, grinder.statistics)
-        self.user.countCpuAfter(CPU_AFTER_MS)
+    def __init__(self, shared):
+        self.shared = shared
+        self.user = User(shared.prepared, shared.timeout_ms, shared.schedule, grinder.statistics)
+        self.user.countCpuAfter(shared.cpu_after_ms)
         self.errors = 0
         self.slow_rights = 0   # right answers that missed their fast check: each costs Jython
 
-    def __call__(self):
-        if not self.active:
-            grinder.stopThisWorkerThread()
+    def transaction(self):
         user = self.user
-        user.awaitTurn()
-        timed_exchange(user)
+        if not user.awaitTurn():
+            return   # the step ended while this thread waited for its ticket
+        self.shared.timed(user)
         outcome = user.finish()
+        if OPEN_MODEL and self.shared.schedule is None:
+            # A closed step in a pool that logs the open model's columns: its due start is its start.
+            grinder.statistics.forLastTest.setLong("userLong4", user.micros)
         if outcome != User.RIGHT:
             self.judge(outcome)
 
     def judge(self, outcome):
         """The slow path: an answer the fast check did not accept, or no answer at all."""
-        request = REQUESTS[self.user.index]
+        request = self.shared.requests[self.user.index]
         if outcome == User.NO_ANSWER:
             problem = "no answer: %s" % self.user.failure
         else:
@@ -191,21 +265,79 @@ class TestRunner:
                 grinder.statistics.forLastTest.success = False
             else:
                 self.slow_rights += 1
-                if LEARN:
+                if self.shared.learn:
                     self.user.learn()
         if problem:
             self.errors += 1
             if self.errors <= ERRORS_LOGGED:
-                grinder.logger.warn("%s %s: %s" % (SCENARIO, request.path, problem))
+                grinder.logger.warn("%s %s: %s" % (self.shared.scenario, request.path, problem))
 
-    def __del__(self):
+    def close(self, active=True):
         last_of_pool = self.user.close()
-        if self.active:
+        if active:
             # Learning explains a few misses per thread: each thread may judge a request's first
             # answers before any thread has learned them. More means answers that differ each time.
-            log = grinder.logger.warn if self.slow_rights > len(REQUESTS) * KnownAnswers.VARIANTS else grinder.logger.info
-            log("%d right answers of %d transactions missed their fast check and were judged in Jython"
+            misses = self.slow_rights > len(self.shared.requests) * KnownAnswers.VARIANTS
+            (grinder.logger.warn if misses else grinder.logger.info)(
+                "%d right answers of %d transactions missed their fast check and were judged in Jython"
                 % (self.slow_rights, self.user.transactions))
             grinder.logger.info(self.user.cpuSummary)
         if last_of_pool:
-            grinder.logger.info(SCHEDULE.summary())
+            grinder.logger.info(self.shared.schedule.summary())
+
+
+class TestRunner:
+    def __init__(self):
+        grinder.statistics.delayReports = 1   # so the check can still fail the transaction
+        self.order = None    # warm: the step this thread takes part in
+        self.part = None
+        self.failed = None   # warm: an order whose settings this thread could not use
+        if not WARM:
+            # Closed model: `users` users over all threads; open model: every thread serves the schedule.
+            self.active = FRESH.schedule is not None or users.is_user(grinder)
+            self.part = Part(FRESH)
+
+    def __call__(self):
+        if WARM:
+            self.warm()
+        else:
+            if not self.active:
+                grinder.stopThisWorkerThread()
+            self.part.transaction()
+
+    def warm(self):
+        """One run of a warm worker's thread: leave a step that is over, take part in the current
+        one if it counts this thread, else wait for the next order."""
+        order = STEPS.current()
+        if self.order is not None and (order is not self.order or self.order.isOver()):
+            self.leave()
+        if order.isEnd():
+            grinder.stopThisWorkerThread()
+        if self.order is None:
+            if order is self.failed or not order.takes(AGENT, PROCESS, grinder.threadNumber) or not STEPS.enter(order):
+                STEPS.awaitOther(order, IDLE_WAIT_MS)
+                return
+            try:
+                self.part = Part(shared_of(order))
+            except Exception, e:
+                # The runner finds this thread's user missing from the step and sets it aside.
+                grinder.logger.error("step %d: this thread cannot take part: %s" % (order.seq, e))
+                self.failed = order
+                STEPS.leave(order)
+                return
+            self.order = order
+        self.part.transaction()
+
+    def leave(self):
+        try:
+            self.part.close()
+        finally:
+            STEPS.leave(self.order)
+            self.order = self.part = None
+
+    def __del__(self):
+        if WARM:
+            if self.order is not None:
+                self.leave()
+        else:
+            self.part.close(self.active)

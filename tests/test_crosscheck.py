@@ -48,8 +48,13 @@ def test_cross_check_measures_each_closed_step_with_wrk_and_says_why_not_where_i
         assert xcheck["tool"] == "wrk" and xcheck["connections"] == meta["users"], xcheck
         assert xcheck["url"].endswith("/echo") and xcheck["errors"] == 0 and xcheck["tps"] > 10, xcheck
         assert 0 < xcheck["p50_ms"] <= xcheck["p99_ms"] and xcheck["mean_ms"] > 0, xcheck
-        assert xcheck["started_ms"] >= meta["end_ms"], "wrk ran after the step, never beside it"
-        assert meta["phases_s"]["xcheck"] >= the_plan.duration_s
+        # Bracketed: wrk before the step and after it, never beside it; the step is judged on their mean.
+        before, after = xcheck["before"], xcheck["after"]
+        assert xcheck["bracketed"] and before["ended_ms"] <= meta["start_ms"]
+        assert after["started_ms"] >= meta["end_ms"], "wrk ran after the step, never beside it"
+        assert xcheck["tps"] == pytest.approx((before["tps"] + after["tps"]) / 2)
+        assert xcheck["drift"] == pytest.approx((after["tps"] - before["tps"]) / xcheck["tps"])
+        assert min(meta["phases_s"]["xcheck"], meta["phases_s"]["xcheck_before"]) >= the_plan.duration_s
 
 
 def test_cross_check_leaves_open_model_steps_alone_and_a_missing_wrk_is_one_line(grinder, echoes, testbed_file,

@@ -178,7 +178,10 @@ def test_a_worker_killed_mid_step_spoils_that_step_only(lab, tmp_path):
     reason = json.loads((aside / "step.json").read_text())["failed"]
     assert "worker fault-1-" in reason and "did not end normally" in reason, reason
     assert (run_dir / "direct/proxy/2KB/2/iter-1/step.json").is_file(), "the run went on with the next step"
-    assert not json.loads((run_dir / "run.json").read_text())["finished"], "a run with a step aside is not finished"
+    record = json.loads((run_dir / "run.json").read_text())
+    assert not record["finished"], "a run with a step aside is not finished"
+    assert record["workers"]["mode"] == "warm" and len(record["workers"]["starts"]) == 2, \
+        "the step set aside discarded its warm workers; the next step started new ones"
 
     runner.resume(run_dir, token_file=lab.token)
     assert len(finished_steps(run_dir)) == 2

@@ -9,67 +9,129 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from esbperf.analysis.synthetic import step_series, whole_ms, window_opens
-from esbperf.core import steady
+import inspect
+from pathlib import Path
+
+from esbperf.analysis import synthetic
+from esbperf.analysis.synthetic import step_series, whole_ms
+from esbperf.core import plan as plans, steady
+from esbperf.core.config import ConsoleConfig
 from esbperf.core.steady import STEADY_INTERVALS
+
+ROOT = Path(__file__).resolve().parent.parent
 
 def flat(t):
     return np.ones_like(t)
 
 
+# The runner asks steady() once a console sample, over the step's duration_s to come (esbperf/run/
+# step.py _until_steady): the warm-up tests look as it does, at every horizon a shipped plan with
+# `warmup_s: auto` gives. Their shapes are in intervals (k × INTERVAL_S seconds): the rule counts
+# intervals, STEADY_INTERVALS of them, whatever their length.
+INTERVAL_S = synthetic.shipped_sample_interval_s()
+HORIZONS = sorted({p.duration_s for p in (plans.load(f) for f in sorted((ROOT / "console-config/plans").glob("*.yaml")))
+                   if p.warmup_auto})
+
+
+def series(shape, seed: int, intervals: int = 240, poisson_level: float | None = None):
+    """step_series at the shipped interval, `shape` of the interval's number."""
+    return synthetic.step_series(lambda t: shape(t / INTERVAL_S), seed, n=intervals, poisson_level=poisson_level,
+                                 interval_s=INTERVAL_S)
+
+
+def opens(tps, mean, horizon_s: float, max_intervals: int = 80) -> int | None:
+    """The look (an interval's number) at which the runner opens the window; None by max_intervals."""
+    t = synthetic.window_opens(tps, mean, horizon_s=horizon_s, interval_s=INTERVAL_S,
+                               max_s=max_intervals * INTERVAL_S)
+    return None if t is None else round(t / INTERVAL_S)
+
+
+def test_the_warm_up_tests_look_as_the_runner_does():
+    """Defect 8 of issue 43: these tests judged 1-s samples over a 60-s horizon, where the runner
+    judges the console's 0.25-s samples over the step's duration_s. The helper now takes both, and
+    the tests take them from what ships."""
+    assert INTERVAL_S == ConsoleConfig.load().sample_interval_ms / 1000 == 0.25
+    parameters = inspect.signature(synthetic.window_opens).parameters
+    assert all(parameters[p].default is inspect.Parameter.empty for p in ("horizon_s", "interval_s"))
+    assert HORIZONS == [2, 3, 4, 300]
+
+
 # --- the warm-up test ------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("horizon_s", HORIZONS)
 @pytest.mark.parametrize("poisson_level", [None, 20.0], ids=["2000-per-s", "20-per-s-poisson"])
-def test_noise_only_opens_after_the_steady_intervals_and_never_waits_long(poisson_level):
-    opened = [window_opens(*step_series(flat, seed, poisson_level=poisson_level)) for seed in range(60)]
+def test_noise_only_opens_after_the_steady_intervals_and_never_waits_long(poisson_level, horizon_s):
+    opened = [opens(*series(flat, seed, poisson_level=poisson_level), horizon_s) for seed in range(40)]
     assert all(t is not None and t <= STEADY_INTERVALS + 15 for t in opened), opened
-    # The earliest look that can pass is the STEADY_INTERVALS-th plus one (two looks must agree);
-    # a chance trend, projected over the minute to come, holds some a few seconds longer.
+    # The earliest look that can pass is the STEADY_INTERVALS-th plus one (two looks must agree).
     assert min(opened) == STEADY_INTERVALS + 1
     assert sum(t == STEADY_INTERVALS + 1 for t in opened) >= 0.7 * len(opened), opened
 
 
-def test_a_step_change_opens_the_steady_intervals_after_the_step():
+@pytest.mark.parametrize("horizon_s", HORIZONS)
+def test_a_step_change_opens_the_steady_intervals_after_the_step(horizon_s):
     step_at = 8
-    opened = [window_opens(*step_series(lambda t: np.where(t < step_at, 0.5, 1.0), seed)) for seed in range(40)]
+    opened = [opens(*series(lambda k: np.where(k < step_at, 0.5, 1.0), seed), horizon_s) for seed in range(30)]
     assert all(t is not None and t >= step_at + STEADY_INTERVALS for t in opened), opened
-    assert np.median(opened) == step_at + STEADY_INTERVALS + 1
+    assert np.median(opened) <= step_at + STEADY_INTERVALS + 3, opened
 
 
-def test_a_slow_warm_up_opens_once_what_is_left_of_it_is_small():
-    """Speed rising as 1 − 0.4 e^(−t/15) (a JIT warm-up of ~45 s): the window opens no sooner than
-    20 s, and what is left of the rise then is small against the level measured after it."""
-    shape = (lambda t: 1 - 0.4 * np.exp(-t / 15))
+LONG_HORIZON_SHORTFALL = ("at 0.25-s samples the last 10 intervals are 2.5 s: a warm-up still rising 0.4 % an "
+                          "interval hides in their noise, and a 300-s window then reads it 5.7 % (median; 13 % at "
+                          "most) above its start; issue 43, reported to the lead")
+
+
+@pytest.mark.parametrize("horizon_s", [pytest.param(h, marks=pytest.mark.xfail(strict=True, reason=LONG_HORIZON_SHORTFALL))
+                                       if h > 60 else h for h in HORIZONS])
+def test_a_slow_warm_up_opens_once_what_is_left_of_it_is_small(horizon_s):
+    """Speed rising as 1 − 0.4 e^(−k/15) (k: intervals): the window opens no sooner than 15 looks,
+    and what is left of the rise then is small against the level measured over the horizon. Over
+    the thesis plans' 300 s it is not (LONG_HORIZON_SHORTFALL): strict, so that a fix says so."""
+    shape = (lambda k: 1 - 0.4 * np.exp(-k / 15))
     left, opened = [], []
-    for seed in range(40):
-        t = window_opens(*step_series(shape, seed))
+    for seed in range(30):
+        t = opens(*series(shape, seed), horizon_s)
         opened.append(t)
         if t is not None:
-            measured = shape(np.arange(t, t + 60, dtype=float))
+            measured = shape(np.arange(t, t + max(1, round(horizon_s / INTERVAL_S)), dtype=float))
             left.append(1 - shape(np.float64(t)) / measured.mean())
-    assert all(t is None or t >= 20 for t in opened), opened
+    assert len(left) >= 0.9 * len(opened), opened
+    assert all(t is None or t >= 15 for t in opened), opened
     assert np.median(left) < steady.MIN_MOVE_SHARE and max(left) < 2 * steady.MIN_MOVE_SHARE, left
 
 
-def test_a_ramp_that_goes_on_is_waited_for_or_named_in_the_window():
-    """Speed rising 0.5 % a second without end: within 10 s that hides in 3 % noise, so the
-    warm-up may open; then the measured minute is named as a rising trend."""
+@pytest.mark.parametrize("horizon_s", HORIZONS)
+def test_a_ramp_that_goes_on_is_waited_for_or_named_in_the_window(horizon_s):
+    """Speed rising 0.5 % an interval without end: within 10 intervals that hides in the noise, so
+    the warm-up may open; then the analysis's drift test, on the window's own intervals
+    (steady.series_interval_ms), names it as a rising trend wherever it moves the level by at least
+    twice MIN_MOVE_SHARE over a window of MIN_INTERVALS seconds or more. At least half the seeds open
+    (so the test says something), and where the window is that long every one opened is named."""
+    named = judged = 0
+    opened = []
+    window = round(horizon_s / INTERVAL_S)
+    per = max(1, round(steady.series_interval_ms(horizon_s * 1000) / 1000 / INTERVAL_S))   # samples a bin
     for seed in range(30):
-        tps, mean = step_series(lambda t: 0.7 + 0.005 * t, seed)
-        t = window_opens(tps, mean)
-        if t is None:
+        tps, mean = series(lambda k: 0.7 + 0.005 * k, seed, intervals=80 + window)
+        t = opens(tps, mean, horizon_s)
+        opened.append(t)
+        if t is None or horizon_s < steady.MIN_INTERVALS or 0.005 * window / (0.7 + 0.005 * t) < 2 * steady.MIN_MOVE_SHARE:
             continue
-        found = steady.drift(tps[t:t + 60], mean[t:t + 60])
-        assert any(m.series == "throughput" and m.share > 0 for m in found.moves), (seed, t, found.describe())
+        judged += 1
+        bins = [x[t:t + window // per * per].reshape(-1, per).mean(axis=1) for x in (tps, mean)]
+        found = steady.drift(*bins, per * INTERVAL_S)
+        named += any(m.series == "throughput" and m.share > 0 for m in found.moves)
+    assert sum(t is not None for t in opened) >= 15, opened
+    assert named == judged and (judged > 0) == (horizon_s >= steady.MIN_INTERVALS), (named, judged)
 
 
 def test_a_series_that_never_settles_keeps_the_window_shut():
-    """The level moves by 15 % every 8 s: never STEADY_INTERVALS without a change point."""
-    shape = (lambda t: 1 + 0.15 * ((t // 8) % 2))
-    for seed in range(20):
-        tps, mean = step_series(shape, seed)
-        assert window_opens(tps, mean) is None, seed
-    answer = steady.steady(*step_series(shape, 0, n=60))
+    """The level moves by 15 % every 8 intervals: never STEADY_INTERVALS without a change point."""
+    shape = (lambda k: 1 + 0.15 * ((k // 8) % 2))
+    for horizon_s in HORIZONS:
+        for seed in range(10):
+            assert opens(*series(shape, seed), horizon_s) is None, (horizon_s, seed)
+    answer = steady.steady(*series(shape, 0, intervals=60), INTERVAL_S, horizon_s=HORIZONS[0])
     assert not answer.steady and "ago" in answer.reason, answer
 
 
@@ -82,11 +144,13 @@ def test_too_few_intervals_say_so():
 
 def test_a_slowdown_after_the_warm_up_is_named_where_it_happened():
     """Warm-up done (e^(−t/5)), then at 40 s the target slows by 20 %: the window opened before
-    that, and its drift names both series' change point there."""
+    that, and its drift names both series' change point there. The analysis judges a window per
+    second (steady.series_interval_ms); the window is placed by the warm-up test on the same seconds."""
     shape = (lambda t: np.where(t < 40, 1 - 0.5 * np.exp(-t / 5), 0.8))
     for seed in range(20):
         tps, mean = step_series(shape, seed)
-        t = window_opens(tps, mean)
+        t = synthetic.window_opens(tps, mean, horizon_s=60, interval_s=1.0)
+        t = None if t is None else int(t)
         assert t is not None and t < 40, (seed, t)
         found = steady.drift(tps[t:t + 60], mean[t:t + 60])
         named = {(m.series, m.kind): m for m in found.moves}
@@ -201,3 +265,16 @@ def test_the_rule_is_where_the_gates_order_statistic_interval_closes():
     for p in (50, 90, 95, 99, 99.9):
         n = steady.min_transactions(p)
         assert rank_interval(n, p / 100)[1] is not None and rank_interval(n - 1, p / 100)[1] is None
+
+
+@pytest.mark.parametrize("kind", ["normal-10", "normal-30", "poisson-10"])
+def test_the_trend_tests_false_alarms_are_at_its_level_with_ties_too(kind):
+    """Mann-Kendall's p-value is scipy's Kendall tau against time (issue 43: a well-kept library
+    where one fits): exact for a short series without ties, tie-corrected otherwise. At 5 % it
+    refuses 5 % of trendless series, also of Poisson counts (20/s steps: ties), where the
+    continuity-corrected normal approximation it replaced refused 3.6 %. 2,000 draws: 3.8-6.2 %."""
+    rng = np.random.default_rng(17)
+    n = int(kind.split("-")[1])
+    draw = (lambda: rng.poisson(5, n).astype(float)) if kind.startswith("poisson") else (lambda: rng.normal(0, 1, n))
+    refused = sum(steady.mann_kendall(draw())[0] < 0.05 for _ in range(2000))
+    assert 76 <= refused <= 124, refused

@@ -308,7 +308,9 @@ def test_open_mode_latency_shows_a_stall_that_response_time_hides(grinder, echoe
     assert sum(r > 0.5 * stall_us for r in response) <= 4
     for log in worker_logs(tmp_path):
         summary = open_model_summary(log)
-        assert 0.6 * stall_us < summary["max_lag_us"] < 1.5 * stall_us and summary["late"] > 50, summary
+        # The largest lag is the stall plus the drain of the starts it held back (two threads: on a
+        # slow, shared machine up to half a second more).
+        assert 0.6 * stall_us < summary["max_lag_us"] < 2.0 * stall_us and summary["late"] > 50, summary
 
 
 def test_a_pool_too_small_falls_behind_and_the_lag_shows_it(grinder, echoes, slow_echo, tmp_path):

@@ -109,12 +109,16 @@ def test_a_plan_for_a_script_has_no_scenarios(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_thesis_era_script_runs_through_the_runner_and_reports(grinder, echoes, testbed_file, tmp_path):
+@pytest.mark.parametrize("takes_steps", [False, True], ids=["fresh", "warm"])
+def test_a_thesis_era_script_runs_through_the_runner_and_reports(grinder, echoes, testbed_file, tmp_path, takes_steps):
     script = write_script(tmp_path)
+    if takes_steps:   # it says warm workers may carry it: a TestRunner per step and thread
+        script.write_text(script.read_text() + "\nTAKES_STEPS = True\n")
     props = tmp_path / "grinder.properties"
     props.write_text(PROPERTIES)
     plan = tmp_path / "script-plan.yaml"
-    plan.write_text(yaml.safe_dump({"name": "script-plan", "users": [3], "duration_s": 3, "warmup_s": 2}))
+    users = [3, 2] if takes_steps else [3]
+    plan.write_text(yaml.safe_dump({"name": "script-plan", "users": users, "duration_s": 3, "warmup_s": 2}))
     out = subprocess.run([sys.executable, "-m", "esbperf", "run", "--plan", str(plan), "--target", "direct",
                           "--testbed", str(testbed_file), "--script", str(script), "--properties", str(props),
                           "--out", str(tmp_path / "results")],
@@ -124,6 +128,8 @@ def test_a_thesis_era_script_runs_through_the_runner_and_reports(grinder, echoes
     [run_dir] = (tmp_path / "results").iterdir()
     record = json.loads((run_dir / "run.json").read_text())
     assert record["finished"] and record["plan"]["script"] == "thesis_echo"
+    assert record["workers"]["mode"] == ("warm" if takes_steps else "fresh")
+    assert record["script"]["takes_steps"] is takes_steps
     assert record["script"]["properties"] == {"grinder.sleepTimeFactor": "0.5"}
     assert (run_dir / "script" / "thesis_echo.py").read_text() == script.read_text()
     assert not (Path(record["script"]["staged"])).is_absolute()
@@ -134,10 +140,12 @@ def test_a_thesis_era_script_runs_through_the_runner_and_reports(grinder, echoes
     header, *rows = [line for log in (step_dir / "logs").glob("*-data.log") for line in log.read_text().splitlines()
                      if line][:2]
     assert "HTTP response code" in header, header
-    worker_logs = [log.read_text() for log in (step_dir / "logs").glob("*.log") if not log.name.endswith("-data.log")]
-    assert sum(text.count("thesis script: thread") for text in worker_logs) == 3, \
-        "the script's __del__ ran once per user's thread (issue 23.11)"
-    summary = pl.read_csv(run_dir / "report" / "summary.csv")
+    for count in users:
+        step_dir = run_dir / "direct" / "thesis_echo" / "script" / str(count) / "iter-1"
+        worker_logs = [log.read_text() for log in (step_dir / "logs").glob("*.log") if not log.name.endswith("-data.log")]
+        assert sum(text.count("thesis script: thread") for text in worker_logs) == count, \
+            "the script's __del__ ran once per user's thread and step (issue 23.11)"
+    summary = pl.read_csv(run_dir / "report" / "summary.csv").filter(pl.col("users") == 3)
     [row] = summary.rows(named=True)
     assert row["scenario"] == "thesis_echo" and row["users"] == 3 and row["transactions"] > 100
     assert row["errors"] == 0 and row["tps"] > 50

@@ -40,20 +40,29 @@ FIELDS = {
     "target_warmup_s": "seconds each target is loaded before its first step, so the first iteration does not "
                        "measure a cold JVM (number >= 0; default 0), or per kind of target: {direct: S, floor: S, "
                        "esb: S}; with warmup_s: auto, the least",
+    "target_warmup_horizon_s": "how long a target's throughput must have stopped moving for its warm-up to count as "
+                               "settled (a number of seconds > 0, or per kind of target as target_warmup_s; default "
+                               "120): judged in 5-s buckets over this last stretch of the warm-up (docs/methodology.md)",
     "target_warmup_max_s": "with warmup_s: auto, the most seconds a target is loaded before its first step: it is "
                            "loaded until steady over the next 30 s (default 60), or per kind of target as "
                            "target_warmup_s",
     "iterations": "how many times the whole plan runs (positive integer)",
+    "forks": "how many times each engine under test (and for direct, its back ends) is started afresh, each fork "
+             "running the plan's iterations in a process of its own (positive integer; default 1): the process, not "
+             "the iteration, is what repeats a result (docs/methodology.md, \"Forks\")",
     "keepalive": "true or false",
     "timeout_s": "seconds to wait for an answer (positive number)",
     "max_threads_per_process": "worker threads per worker process at most (positive integer)",
     "restart": "per-run (the ESB runs through the whole run) or per-step (restarted and verified before each step)",
     "cross_check_iterations": "the iterations a run with --cross-check measures with the independent client too: a "
                               "list of iteration numbers, each at most `iterations` (default: every iteration)",
+    "workers": "warm (the default: one set of worker JVMs carries every step of a run, docs/grinder.md) or fresh "
+               "(new worker JVMs for every step, as Grinder starts them)",
     "capacity": "the goal of a capacity search: {p99_ms: MS, max_error_percent: PERCENT, precision: SHARE, "
                 "start_rate: RATE, max_rate: RATE} (docs/capacity.md); the search chooses the rates",
 }
 RESTARTS = ("per-run", "per-step")
+WORKER_MODES = ("warm", "fresh")
 # The kinds of target a target warm-up may be given per (engines.warmup_kind): a JVM ESB compiles its
 # path for minutes, the baseline's echoes and a native floor are warm in seconds.
 WARMUP_KINDS = ("direct", "floor", "esb")
@@ -122,6 +131,7 @@ class Step:
     target: str = ""
     rate: float | None = None   # open model: arrivals per second over all agents
     payload_file: payload_files.PayloadFile | None = None   # None: a generated payload
+    fork: int | None = None     # a plan of several forks: which process of the engine (1..forks)
 
     @property
     def payload_label(self) -> str:
@@ -132,17 +142,21 @@ class Step:
         return "closed" if self.rate is None else "open"
 
     def relative_dir(self) -> Path:
-        """<target>/<scenario>/<payload>/<users>[/rate-<r>]/iter-<n> (no target level for a step
-        of a run made before targets were interleaved)."""
+        """<target>/<scenario>/<payload>/<users>[/rate-<r>][/fork-<f>]/iter-<n> (no target level for
+        a step of a run made before targets were interleaved; a fork level in a plan of several forks)."""
         path = Path(self.target) if self.target else Path()
         path = path / self.scenario / self.payload_label / str(self.users)
         if self.rate is not None:
             path = path / f"rate-{rate_label(self.rate)}"
+        if self.fork is not None:
+            path = path / f"fork-{self.fork}"
         return path / f"iter-{self.iteration}"
 
     def describe(self) -> str:
         load = f"{self.users}u" if self.rate is None else f"{rate_label(self.rate)}/s ({self.users} threads)"
-        return f"{self.target + ' ' if self.target else ''}{self.scenario} {self.payload_label} {load} iter {self.iteration}"
+        fork = f"fork {self.fork} " if self.fork is not None else ""
+        return (f"{self.target + ' ' if self.target else ''}{self.scenario} {self.payload_label} {load} "
+                f"{fork}iter {self.iteration}")
 
 
 @dataclass
@@ -154,6 +168,7 @@ class Plan:
     duration_s: float
     warmup_s: float
     iterations: int = 1
+    forks: int = 1              # engine processes per target, each running every iteration (Step.fork)
     keepalive: bool = True
     timeout_s: float = 120
     max_threads_per_process: int = 100
@@ -170,11 +185,14 @@ class Plan:
     warmup_auto: bool = False
     warmup_max_s: float = 60
     target_warmup_max_s: float | dict[str, float] = 60   # warmup_s: auto: loaded until steady, at most this long
+    # A target's warm-up is settled when its throughput stopped moving over this last stretch (steady.settled).
+    target_warmup_horizon_s: float | dict[str, float] = 120
     arrivals: str = "uniform"   # open model: evenly spaced, or Poisson (exponential gaps)
     seed: int | None = None     # Poisson arrivals' seed (the runner draws one when the plan has none)
     capacity: capacities.Goal | None = None   # a capacity search per target, scenario and payload
     # With --cross-check: the iterations whose closed-model steps are measured by wrk too (empty: all).
     cross_check_iterations: list[int] = field(default_factory=list)
+    workers: str = "warm"       # warm: one set of worker JVMs for the run (esbperf/run/pool.py); fresh: per step
     source: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -196,18 +214,21 @@ class Plan:
         return [(u, r) for r in self.rates for u in (self.users or [default_pool(r)])]
 
     def steps(self, targets: list[str] | None = None) -> list[Step]:
-        """Every step in run order: iterations outermost, then scenario, payload, load, and each
-        step against every target back to back, the targets' order rotated by one per iteration."""
+        """Every step in run order: forks outermost (each fork of every target at once: its engines
+        started afresh before it), then iterations, scenario, payload, load, and each step against
+        every target back to back, the targets' order rotated by one per iteration."""
         targets = targets or [""]
         out = []
-        for i in range(1, self.iterations + 1):
-            shift = (i - 1) % len(targets)
-            order = targets[shift:] + targets[:shift]
-            for s in self.scenarios:
-                for p in self.payloads:
-                    size, file = (p, None) if isinstance(p, int) else (p.size, p)
-                    for users, rate in self.loads():
-                        out += [Step(s, size, users, i, t, rate, file) for t in order]
+        for f in range(1, self.forks + 1):
+            for i in range(1, self.iterations + 1):
+                shift = (i - 1 + f - 1) % len(targets)
+                order = targets[shift:] + targets[:shift]
+                for s in self.scenarios:
+                    for p in self.payloads:
+                        size, file = (p, None) if isinstance(p, int) else (p.size, p)
+                        for users, rate in self.loads():
+                            out += [Step(s, size, users, i, t, rate, file, f if self.forks > 1 else None)
+                                    for t in order]
         return out
 
     def target_warmup(self, kind: str) -> tuple[float, float]:
@@ -215,6 +236,10 @@ class Plan:
         step: the same unless warmup_s is auto."""
         least = seconds_for(kind, self.target_warmup_s)
         return least, max(least, seconds_for(kind, self.target_warmup_max_s)) if self.warmup_auto else least
+
+    def target_horizon(self, kind: str) -> float:
+        """How long a target of `kind` must have stopped moving to count as warm (steady.settled)."""
+        return seconds_for(kind, self.target_warmup_horizon_s)
 
     def warms_targets(self) -> bool:
         """Whether any kind of target is loaded before its first step."""
@@ -291,8 +316,14 @@ class Plan:
         else:
             d.pop("warmup_max_s")
             d.pop("target_warmup_max_s")
+        if d["target_warmup_horizon_s"] == 120:
+            d.pop("target_warmup_horizon_s")   # the default, as plans without the field say it
         if not d["cross_check_iterations"]:
             d.pop("cross_check_iterations")
+        if d["workers"] == "warm":
+            d.pop("workers")         # the default, as plans without the field say it
+        if d["forks"] == 1:
+            d.pop("forks")
         if self.capacity is None:
             d.pop("capacity")
         else:
@@ -414,6 +445,9 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
     restart = data.get("restart", "per-run")
     if restart not in RESTARTS:
         fail("restart", restart)
+    workers = data.get("workers", "warm")
+    if workers not in WORKER_MODES:
+        fail("workers", workers)
     arrivals = data.get("arrivals", "poisson" if goal else "uniform")   # capacity: requests arrive at random
     if arrivals not in ARRIVALS:
         fail("arrivals", arrivals)
@@ -429,9 +463,16 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
     if not isinstance(keepalive, bool):
         fail("keepalive", keepalive)
     iterations = number("iterations", 1, 1, integer=True)
+    forks = number("forks", 1, 1, integer=True)
+    if forks > 1 and restart == "per-step":
+        raise EsbperfError(f"{source}: field 'forks' does not go with restart: per-step (every step is a process of "
+                           "its own already); remove one")
     checked = _cross_check_iterations(data, source, iterations, bool(rates or goal))
     warmup_auto = data.get("warmup_s") == "auto"
     target_warmup_s = per_kind("target_warmup_s", 0)
+    horizon = per_kind("target_warmup_horizon_s", 120)
+    if any(seconds_for(kind, horizon) <= 0 for kind in WARMUP_KINDS):
+        raise EsbperfError(f"{source}: field 'target_warmup_horizon_s' must be more than 0 seconds, got {horizon!r}")
     if warmup_auto:
         warmup_s = number("warmup_min_s", 1, 0, strict=False)
         warmup_max_s = number("warmup_max_s", 60, 0)
@@ -458,14 +499,14 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
         scenarios=list(scenario_list), payloads=payloads, users=users, rates=rates, script=script,
         duration_s=number("duration_s", None, 0),
         warmup_s=warmup_s, warmup_auto=warmup_auto, warmup_max_s=warmup_max_s,
-        iterations=iterations,
+        iterations=iterations, forks=forks,
         keepalive=keepalive,
         timeout_s=number("timeout_s", 120, 0),
         max_threads_per_process=number("max_threads_per_process", 100, 1, integer=True),
         restart=restart,
         payload_check=payload_check,
-        target_warmup_s=target_warmup_s, target_warmup_max_s=target_warmup_max_s,
-        arrivals=arrivals, seed=seed, capacity=goal, cross_check_iterations=checked,
+        target_warmup_s=target_warmup_s, target_warmup_max_s=target_warmup_max_s, target_warmup_horizon_s=horizon,
+        arrivals=arrivals, seed=seed, capacity=goal, cross_check_iterations=checked, workers=workers,
         source=source,
     )
 

@@ -246,6 +246,17 @@ def wait_workers_gone(agent_folder: Path, logs: Path, timeout: float = AGENT_IDL
             return False
         time.sleep(0.02)
 
+def wait_logs_closed(logs: Path, timeout: float = AGENT_IDLE_WAIT_S) -> bool:
+    """Wait until no process holds a file under `logs` open (warm workers close a step's logs
+    and stay); False after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while holders(logs):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
     try:
         with socket.create_connection((host, port), timeout=timeout):
@@ -468,5 +479,7 @@ def run_foreground(process: Process, banner: Callable[[], None]) -> int:
         process.stop()
 
 
-if __name__ == "__main__":   # on a load host, over ssh: python3 -m esbperf.core.procs AGENT_FOLDER LOGS
+if __name__ == "__main__":   # on a load host, over ssh: python3 -m esbperf.core.procs AGENT_FOLDER LOGS [--logs-only]
+    if sys.argv[3:] == ["--logs-only"]:   # warm workers: they stay; their logs of the step must be closed
+        sys.exit(0 if wait_logs_closed(Path(sys.argv[2])) else 1)
     sys.exit(0 if wait_workers_gone(Path(sys.argv[1]), Path(sys.argv[2])) else 1)

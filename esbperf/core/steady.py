@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import numpy as np
+from scipy import stats as scipy_stats
 
 _NORMAL = statistics.NormalDist()
 
@@ -219,18 +220,14 @@ def large_change_points(x: np.ndarray, points: list[int], level: float) -> list[
 
 
 def mann_kendall(x: np.ndarray) -> tuple[float, float]:
-    """Mann-Kendall's trend test (Kendall, Rank Correlation Methods, 1975): the two-sided p-value
-    of S = Σ sign(x_j − x_i) over i < j (normal approximation with the ties' correction and a
-    continuity correction), and Theil-Sen's slope (the median of the pairwise slopes) per
-    interval."""
+    """Mann-Kendall's trend test (Kendall, Rank Correlation Methods, 1975): Kendall's tau between
+    the series and time, with scipy's two-sided p-value (exact for a short series without ties,
+    else the normal approximation with the ties' correction), and Theil-Sen's slope (the median of
+    the pairwise slopes) per interval. 1 for a constant series: no trend."""
     n = len(x)
+    p = scipy_stats.kendalltau(np.arange(n), x).pvalue if n > 1 else 1.0
     i, j = np.triu_indices(n, 1)
-    diff = x[j] - x[i]
-    s = float(np.sign(diff).sum())
-    _, ties = np.unique(x, return_counts=True)
-    var = (n * (n - 1) * (2 * n + 5) - float(np.sum(ties * (ties - 1) * (2 * ties + 5)))) / 18.0
-    z = 0.0 if var <= 0 else (s - math.copysign(1.0, s)) / math.sqrt(var) if s else 0.0
-    return math.erfc(abs(z) / math.sqrt(2)), float(np.median(diff / (j - i)))
+    return (1.0 if not np.isfinite(p) else float(p)), float(np.median((x[j] - x[i]) / (j - i)))
 
 
 def _trend(x: np.ndarray, alpha: float = ALPHA, span: float | None = None) -> float | None:
@@ -448,3 +445,45 @@ def min_transactions(p: float, confidence: float = PERCENTILE_CONFIDENCE) -> int
 
 def percentile_measured(p: float, n: int) -> bool:
     return n >= min_transactions(p)
+
+
+# --- a target's warm-up: settled over minutes --------------------------------------------------
+#
+# A JVM compiling its path climbs for minutes, slowly at the end: over 0.25-s samples and a 30-s
+# horizon that climb looks flat (a cold Camel was "steady" at a quarter of its later speed). So a
+# target's warm-up — and each fork's: every fresh engine process — is judged on its throughput in
+# SETTLE_BUCKET_S buckets over a horizon of minutes (the plan's `target_warmup_horizon_s`): it is
+# settled once Theil-Sen's slope there (scipy) moves it by less than SETTLE_SHARE over the horizon,
+# up or down, and its 95 % interval leaves no move of SETTLE_BOUND or more (a series too noisy to
+# tell a climb from noise is not settled).
+SETTLE_BUCKET_S = 5.0
+SETTLE_BUCKETS = 6      # the fewest buckets a horizon is judged in (a short one gets shorter buckets)
+SETTLE_SHARE = MIN_MOVE_SHARE / 2
+SETTLE_BOUND = 2 * MIN_MOVE_SHARE
+
+
+def settled(tps: Sequence[float | None], interval_s: float, horizon_s: float) -> Steadiness:
+    """Whether a target's warm-up may end: its throughput series (one value per console sample
+    of `interval_s`) judged over its last `horizon_s` (SETTLE_BUCKET_S buckets, Theil-Sen's slope
+    and its 95 % interval)."""
+    from scipy.stats import theilslopes
+
+    bucket_s = min(SETTLE_BUCKET_S, horizon_s / SETTLE_BUCKETS)
+    per_bucket = max(1, round(bucket_s / interval_s))
+    bucket_s = per_bucket * interval_s
+    wanted = max(SETTLE_BUCKETS, math.floor(horizon_s / bucket_s + 1e-9))
+    values = [float(v) for v in tps if v is not None]
+    buckets = [float(np.mean(values[i:i + per_bucket]))
+               for i in range(len(values) % per_bucket, len(values) - per_bucket + 1, per_bucket)]
+    if len(buckets) < wanted:
+        return Steadiness(False, f"{len(buckets) * bucket_s:g} s of the {horizon_s:g} s it is judged over")
+    last = np.array(buckets[-wanted:])
+    level = float(np.median(last))
+    if level <= 0:
+        return Steadiness(False, "no throughput")
+    slope, _, low, high = theilslopes(last, np.arange(wanted) * bucket_s, alpha=0.95)
+    move, bound = slope * horizon_s / level, max(abs(low), abs(high)) * horizon_s / level
+    if abs(move) < SETTLE_SHARE and bound < SETTLE_BOUND:
+        return Steadiness(True, f"settled: {move:+.1%} over {horizon_s:g} s (95 %: within ±{bound:.1%})")
+    way = "climbing" if move > 0 else "falling"
+    return Steadiness(False, f"throughput still {way}: {move:+.1%} over {horizon_s:g} s (95 %: up to ±{bound:.0%})")

@@ -22,17 +22,25 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from esbperf.core.errors import EsbperfError
-from esbperf.core.procs import AGENT_IDLE_WAIT_S, StillWriting, wait_workers_gone
+from esbperf.core.procs import AGENT_IDLE_WAIT_S, StillWriting, wait_logs_closed, wait_workers_gone
 from esbperf.results.files import ends_with_newline, tail
 
-# What a worker writes at its normal end (also when the console stops it), never when killed.
+# What a worker writes at its normal end (also when the console stops it), never when killed; a
+# warm worker, in each step's log once the step's logs are whole (esbperf.client.Steps.CLOSED).
 FINAL_STATISTICS = "Final statistics for this process:"
+STEP_CLOSED = "closed normally:"
 RUNS_FOLDER = "runs"
+POOL_FOLDER = "workers"
 
 
 def step_log_folder(run_name: str, step_relative: Path, attempt: str) -> str:
     """The relative log folder every agent resolves under its own working folder."""
     return "/".join([RUNS_FOLDER, run_name, *step_relative.parts, attempt])
+
+
+def pool_log_folder(run_name: str, started: str) -> str:
+    """Where warm workers log what belongs to no step (their start, and their end): kept on the agents."""
+    return "/".join([RUNS_FOLDER, run_name, POOL_FOLDER, started])
 
 
 @dataclass(frozen=True)
@@ -46,8 +54,9 @@ class Worker:
 
 # Fetches `relative` from the working folder of the agent named so into a local folder and
 # returns True, or returns False when that agent is not one it can reach. Logs it brought home
-# while the agent's workers still ran or held them open are a step problem: it raises StillWriting.
-Fetcher = Callable[[str, str, Path], bool]
+# while the agent's workers still ran (or, with workers_stay: warm workers that outlive the step,
+# while a process still held them open) are a step problem: it raises StillWriting.
+Fetcher = Callable[..., bool]   # (agent, relative, into, workers_stay=False) -> bool
 
 
 class LocalAgents:
@@ -61,11 +70,12 @@ class LocalAgents:
     def folders(self, agent: str) -> list[Path]:
         return [d / "agents" / agent for d in self.state_dirs]
 
-    def __call__(self, agent: str, relative: str, into: Path) -> bool:
+    def __call__(self, agent: str, relative: str, into: Path, workers_stay: bool = False) -> bool:
         for folder in self.folders(agent):
             source = folder / relative
             if source.is_dir():
-                gone = wait_workers_gone(folder, source, self.wait_s)
+                gone = wait_logs_closed(source, self.wait_s) if workers_stay else wait_workers_gone(folder, source,
+                                                                                                    self.wait_s)
                 for f in source.iterdir():    # brought home all the same: a step kept aside keeps them
                     shutil.move(str(f), into / f.name)
                 _remove_empty(source, stop=folder)
@@ -85,15 +95,17 @@ def _remove_empty(folder: Path, stop: Path) -> None:
         folder = folder.parent
 
 
-def bring_home(workers: Iterable[Worker], relative: str, into: Path, fetchers: list[Fetcher]) -> list[str]:
+def bring_home(workers: Iterable[Worker], relative: str, into: Path, fetchers: list[Fetcher],
+               workers_stay: bool = False) -> list[str]:
     """Bring every agent's logs of the step into `into`; returns the problems found, one line
-    each (an agent whose folder cannot be reached, a worker whose logs are missing or cut short)."""
+    each (an agent whose folder cannot be reached, a worker whose logs are missing or cut short).
+    workers_stay: warm workers, which outlive the step (esbperf/run/pool.py)."""
     into.mkdir(parents=True, exist_ok=True)
     workers = list(workers)
     problems = []
     for agent in dict.fromkeys(w.agent for w in workers):
         try:
-            found = any(fetch(agent, relative, into) for fetch in fetchers)
+            found = any(fetch(agent, relative, into, workers_stay=workers_stay) for fetch in fetchers)
         except StillWriting as e:
             problems.append(str(e))
             continue
@@ -115,9 +127,10 @@ def worker_problems(folder: Path, worker: Worker) -> list[str]:
         return [f"worker {worker.name} (agent {worker.agent}) left no data log"]
     if not log.is_file():
         return [f"worker {worker.name} (agent {worker.agent}) left no worker log"]
-    if FINAL_STATISTICS not in tail(log):
+    end = tail(log)
+    if FINAL_STATISTICS not in end and STEP_CLOSED not in end:
         return [f"worker {worker.name} (agent {worker.agent}) did not end normally (its log has no final "
-                "statistics: killed, or its agent died)"]
+                "statistics, nor a warm worker's step closed normally: killed, or its agent died)"]
     if not ends_with_newline(data):
         return [f"worker {worker.name} (agent {worker.agent}): its data log ends in a cut line"]
     return []

@@ -1,10 +1,14 @@
-"""The independent client beside esbperf's own (`esbperf run --cross-check wrk`): after each
-closed-model step, wrk sends the step's requests (the same target, paths, headers, bodies and
-keep-alive mode, in the same turn) on as many connections as the step has users, for the step's
-measured duration, from the client host (inside its namespace on an emulated testbed). Its
-figures go into step.json `xcheck`; the analysis sets them beside esbperf's (summary.csv
-`xcheck_*`) and warns where the two disagree. wrk checks no answers, so only steps whose answers
-esbperf found all correct are cross-checked."""
+"""The independent client beside esbperf's own (`esbperf run --cross-check wrk`): just before and
+just after each closed-model step, wrk sends the step's requests (the same target, paths, headers,
+bodies and keep-alive mode, in the same turn) on as many connections as the step has users, for
+the step's measured duration, from the client host (inside its namespace on an emulated testbed).
+
+Two runs bracket the step: a target still moving (a JVM compiling its path, a heap growing) reads
+differently before and after, and the step, measured between them, is judged against both rather
+than blamed for the move (the analysis's `target-drift`). Their figures go into step.json `xcheck`
+(the bracket's mean, and each run under `before` and `after`); the analysis sets them beside
+esbperf's (summary.csv `xcheck_*`) and warns where the two disagree. wrk checks no answers, so only
+steps whose answers esbperf found all correct are cross-checked."""
 from __future__ import annotations
 
 import os
@@ -80,3 +84,26 @@ def cross_check(testbed: Testbed, target: Target, step: plans.Step, plan: plans.
             "keepalive": plan.keepalive, "requests": result.requests, "errors": result.errors,
             "tps": result.rps, "mean_ms": result.mean_ms, "p50_ms": result.p50_ms, "p99_ms": result.p99_ms,
             "started_ms": started, "ended_ms": int(time.time() * 1000)}
+
+
+# The figures of one wrk run that the bracket averages.
+BRACKETED = ("tps", "mean_ms", "p50_ms", "p99_ms")
+
+
+def bracket(before: dict, after: dict) -> dict:
+    """step.json `xcheck` from the runs before and after the step: the mean of their figures
+    (what the step is judged against), each run as it was, and `drift` — the change from before
+    to after as a share of their mean (the analysis weighs it against the step's own noise). A
+    step whose answers were not all right has no `after` run and is not cross-checked; a run that
+    failed leaves the other one alone (`bracketed`: false)."""
+    if "skipped" in after:
+        return {"skipped": after["skipped"]}
+    if "skipped" in before or before.get("errors") or after.get("errors"):
+        return {**after, "bracketed": False, **({"before": before} if "skipped" not in before else
+                                                {"before_skipped": before["skipped"]})}
+    mean = {k: (before[k] + after[k]) / 2 if before.get(k) is not None and after.get(k) is not None else after.get(k)
+            for k in BRACKETED}
+    drift = (after["tps"] - before["tps"]) / mean["tps"] if mean["tps"] else None
+    return {**after, **mean, "bracketed": True, "drift": drift, "requests": before["requests"] + after["requests"],
+            "seconds": round(before["seconds"] + after["seconds"], 3), "started_ms": before["started_ms"],
+            "before": before, "after": after}

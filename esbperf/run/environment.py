@@ -5,11 +5,14 @@ import os
 import platform
 import re
 import subprocess
+import urllib.request
 from pathlib import Path
 
 from esbperf import __version__
 from esbperf.core import procs
-from esbperf.services import esb
+from esbperf.core.roles import BACKENDS
+from esbperf.core.topology import Testbed
+from esbperf.services import echo, esb
 from esbperf.core.project import ROOT
 
 
@@ -72,6 +75,20 @@ def engines(names: list[str]) -> dict[str, dict]:
     """Each engine's kind, version and settings (esbperf/services/esb.py describe), for run.json; an
     engine that is no folder esbperf knows (a team's own ESB started by hand) is left out."""
     return {name: esb.describe(name) for name in dict.fromkeys(names) if name in esb.ENGINES}
+
+
+def echoes(testbed: Testbed, timeout: float = 3) -> dict:
+    """The back ends' runtime as the testbed file sets it, and as each echo says on its answers
+    (X-Echo-Runtime on GET /echo?wsdl): None where it does not answer or does not say (an echo
+    started by hand from an older esbperf)."""
+    answered = {}
+    for ws in BACKENDS:
+        try:
+            with urllib.request.urlopen(testbed.echo_url(ws) + "/echo?wsdl", timeout=timeout) as response:
+                answered[ws] = response.headers.get(echo.RUNTIME_HEADER)
+        except (OSError, ValueError):
+            answered[ws] = None
+    return {"configured": testbed.echo_runtime, "answered": answered}
 
 
 def describe() -> dict:

@@ -20,6 +20,10 @@ from esbperf.core.plan import Plan, Step
 
 HISTORY = 50
 DEFAULTS = {"startup_s": 3.0, "tail_s": 2.0, "calibration_s": 9.0, "run_overhead_s": 5.0, "auto_warmup_s": 5.0,
+            # Warm workers (esbperf/run/pool.py): a step's hand-over and tail; fresh ones' above.
+            "warm_startup_s": 0.1, "warm_tail_s": 0.4,
+            # A fork of a plan of several: the engines (and back ends) started afresh and verified.
+            "fork_start_s": 20.0,
             # `esbperf round`: bringing the testbed up, starting every engine and verifying them; and the
             # report and page afterwards, per step and probe analysed.
             "round_setup_s": 180.0, "round_report_per_step_s": 0.5}
@@ -61,10 +65,12 @@ def median(kind: str) -> float:
 
 
 def remember_step(record: dict) -> None:
-    """The start-up and tail of a finished step (its step.json)."""
-    remember(startup_s=(record["first_report_ms"] - record["start_ms"]) / 1000,
-             tail_s=max(0.0, record["wall_s"] - (record["end_ms"] - record["start_ms"]) / 1000
-                        - (record.get("phases_s") or {}).get("xcheck", 0.0)),
+    """The start-up and tail of a finished step (its step.json), kept apart for warm workers."""
+    warm = "warm_" if record.get("workers_mode") == "warm" else ""
+    phases = record.get("phases_s") or {}
+    remember(**{f"{warm}startup_s": (record["first_report_ms"] - record["start_ms"]) / 1000,
+                f"{warm}tail_s": max(0.0, record["wall_s"] - (record["end_ms"] - record["start_ms"]) / 1000
+                                     - phases.get("xcheck", 0.0) - phases.get("xcheck_before", 0.0))},
              **({"auto_warmup_s": record["warmup_used_s"]} if record.get("warmup_s") == "auto" else {}))
 
 
@@ -93,7 +99,7 @@ def cross_check_seconds(plan: Plan, step: Step, cross_check: str | None) -> floa
     and the step is a closed-model step of an iteration the plan cross-checks (esbperf/run/crosscheck.py)."""
     if not cross_check or step.model != "closed" or not plan.cross_checks(step.iteration):
         return 0.0
-    return plan.duration_s + XCHECK_TAIL_S
+    return 2 * (plan.duration_s + XCHECK_TAIL_S)   # wrk just before the step and just after it
 
 
 def estimate(plan: Plan, steps: list[Step], cross_check: str | None = None,
@@ -103,14 +109,19 @@ def estimate(plan: Plan, steps: list[Step], cross_check: str | None = None,
     ESB, on the plan's scenarios."""
     history = _load()
     median = {k: statistics.median(history[k]) if history.get(k) else v for k, v in DEFAULTS.items()}
-    per_step = step_seconds(plan, median["startup_s"], median["tail_s"], median["auto_warmup_s"])
+    warm = "warm_" if plan.workers == "warm" and not plan.script else ""
+    per_step = step_seconds(plan, median[f"{warm}startup_s"], median[f"{warm}tail_s"], median["auto_warmup_s"])
     per_run = median["run_overhead_s"] + len(plan.calibration_sizes()) * median["calibration_s"]
     if warm_loads is None:
         warm_loads = {s.target: ("esb", len(plan.scenarios) or 1) for s in steps}
-    for kind, scenarios in warm_loads.values():   # each scenario's workers started once
+    forks = max(1, len({s.fork for s in steps}))
+    if plan.forks > 1:
+        per_run += forks * median["fork_start_s"]
+    for kind, scenarios in warm_loads.values():   # each scenario's workers started once, each fork's anew
         least, most = plan.target_warmup(kind)
-        if least > 0:   # warmup_s: auto loads a target until steady: somewhere between its least and its most
-            per_run += (least + most) / 2 + scenarios * median["startup_s"]
+        if least > 0:   # warmup_s: auto loads a target until settled: somewhere between its least and its most
+            settles = max(least, min(plan.target_horizon(kind), most))   # judged over its horizon at the least
+            per_run += forks * ((settles + most) / 2 + scenarios * median[f"{warm}startup_s"])
     return Estimate([(s, per_step + cross_check_seconds(plan, s, cross_check)) for s in steps], per_run,
                     len(history.get("tail_s") or []))
 

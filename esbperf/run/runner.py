@@ -21,14 +21,16 @@ from typing import Callable, Iterable
 from rich.console import Console
 from rich.table import Table
 
-from esbperf.core import engines, payloads, plan as plans, procs, topology
+from esbperf.core import engines, payloads, plan as plans, procs, roles, topology
 from esbperf.core.config import AgentConfig, ConsoleConfig, state_dir
 from esbperf.core.errors import EsbperfError
 from esbperf.results import layout
-from esbperf.run import calibration, collect, crosscheck, environment, estimate, locks, preflight, user_script, warmup
+from esbperf.run import calibration, collect, crosscheck, environment, estimate, locks, pool, preflight, user_script, warmup
+from esbperf.run.pool import WarmPool
 from esbperf.run.preflight import MAX_SKEW_MS
 from esbperf.run.progress import RunProgress
 from esbperf.run.step import Agent, RunContext, StepAside, StepRunner
+from esbperf.run.verify import verify_target
 from esbperf.run.workers import ConsoleWatch
 from esbperf.services.console import TOKEN_ENV, ControlClient, control_client
 from esbperf.testbed import hosts, ssh
@@ -63,6 +65,7 @@ def _record(plan: plans.Plan, targets: dict[str, topology.Target], testbed: topo
         "environment": environment.describe(),
         # What each engine under test is and how it is set (its version, heap and options, or program).
         "engines": environment.engines([t.esb for t in targets.values() if t.kind == "esb"]),
+        "echoes": environment.echoes(testbed),   # the back ends' runtime: as set, and as each answers
         "versions": {"grinder": grinder_version},
         "jvm_args": {"console": ConsoleConfig.load().jvm_args, "agent": AgentConfig.load().agent_jvm_args,
                      "worker": AgentConfig.load().worker_jvm_args},
@@ -115,31 +118,62 @@ def execute(ctx: RunContext, client: ControlClient, console: Console, schedule: 
     _prepare(client)
     before_steps = time.monotonic()
     watch = ConsoleWatch(client, {a.name for a in ctx.agents}, lambda *a: None)
+    ctx.pool, why = _pool(ctx, client, todo)
+    ctx.record["workers"] = ctx.pool.record() if ctx.pool else {"mode": "fresh", "why": why}
+    try:
+        return _execute(ctx, client, console, schedule, steps, todo, watch, before_steps)
+    finally:
+        if ctx.pool is not None:
+            ctx.pool.close(None)
+            ctx.record["workers"] = ctx.pool.record()
+            layout.write_json(ctx.dir / layout.RUN_FILE, ctx.record)
+            ctx.pool = None
+
+
+def _pool(ctx: RunContext, client: ControlClient, steps: list[plans.Step]) -> tuple[WarmPool | None, str]:
+    """The run's warm workers (esbperf/run/pool.py), or None and why each step starts new ones."""
+    plan = ctx.plan
+    if plan.workers == "fresh":
+        return None, "the plan asks for new worker JVMs per step (workers: fresh)"
+    if plan.script and not (ctx.record.get("script") or {}).get("takes_steps"):
+        return None, "a user's script that does not say it takes steps (docs/running.md, \"Warm workers\")"
+    if not client.board_status().get("listening"):
+        return None, "the console has no step board listening (an older console, or its port was taken)"
+    loads = sorted({(s.users, s.rate) for s in steps}) or plan.loads()
+    processes, threads = pool.size(plan, len(ctx.agents), loads)
+    return pool.WarmPool(processes, threads, len(ctx.agents), ctx.testbed.board_url, plan.model == "open",
+                         plan.timeout_s, ctx.connect, ctx.dir, ctx.fetchers), ""
+
+
+def _execute(ctx: RunContext, client: ControlClient, console: Console, schedule: Schedule | None,
+             steps: list[plans.Step], todo: list[plans.Step], watch: ConsoleWatch, before_steps: float) -> list[str]:
     if "calibration" not in ctx.record and not ctx.plan.script:   # the client calibrated is scenario.py
         ctx.record["calibration"] = calibration.calibrate_run(
             ctx.dir, watch, ctx.plan, len(ctx.agents), ctx.fetchers, console.print,
-            took=lambda seconds: estimate.remember(calibration_s=seconds))
-        layout.write_json(ctx.dir / layout.RUN_FILE, ctx.record)
-    warmed = warmup.warm_targets(ctx, watch, [s for s in todo if s.target not in ctx.warm], console.print)
-    if warmed:   # each command warms its targets: a resume may find them restarted, cold
-        entry = {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": ctx.plan.target_warmup_s, "targets": warmed}
-        if len(ctx.targets) > 1:   # no target measured while an engine just warmed beside it still compiles
-            entry["esb_host_quiet"] = warmup.wait_quiet(ctx, console.print)
-        ctx.record.setdefault("target_warmup", []).append(entry)
+            took=lambda seconds: estimate.remember(calibration_s=seconds), pool=ctx.pool)
         layout.write_json(ctx.dir / layout.RUN_FILE, ctx.record)
     before_steps_wall = time.monotonic() - before_steps
     aside: list[str] = []
     steps_wall = 0.0
     with RunProgress(console, None if schedule else len(steps), 0 if schedule else len(steps) - len(todo)) as progress:
+        fork, begun = None, False   # the fork of the steps so far: a new one starts the engines afresh
         for step in schedule(ctx) if schedule else todo:
             if schedule and layout.is_finished(ctx.dir, step):
                 continue
+            if not begun or step.fork != fork:
+                if ctx.plan.forks > 1:   # every fork: the engines under test afresh, warmed until settled
+                    _start_fork(ctx, step, progress.print)
+                    _warm(ctx, watch, [s for s in todo if s.fork == step.fork], progress.print)
+                elif not begun:
+                    _warm(ctx, watch, [s for s in todo if s.target not in ctx.warm], progress.print)
+                fork, begun = step.fork, True
             progress.step(step.describe())
             runner = StepRunner(ctx, client, progress.tick)
             try:
                 folder = runner.execute(step)
             except StepAside as e:
                 client = runner.client   # a console that came back has a new client
+                watch.client = client
                 if e.stop_run:
                     raise EsbperfError(f"step {step.describe()}: {e}; `esbperf run --resume {ctx.dir}` continues the "
                                        "run once that is fixed") from None
@@ -158,12 +192,84 @@ def execute(ctx: RunContext, client: ControlClient, console: Console, schedule: 
         ctx.record["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         layout.write_json(ctx.dir / layout.RUN_FILE, ctx.record)
         if steps_wall:
-            estimate.remember(run_overhead_s=time.monotonic() - ctx.began - steps_wall - before_steps_wall)
+            estimate.remember(run_overhead_s=time.monotonic() - ctx.began - steps_wall - before_steps_wall
+                              - ctx.warming_s)
     return aside
+
+
+def _warm(ctx: RunContext, watch: ConsoleWatch, steps: list[plans.Step], echo: Callable[[str], None]) -> None:
+    """Each target of `steps` warmed before its first step (esbperf/run/warmup.py); what was done
+    and each target's verdict (settled or not) into run.json, where its steps find it."""
+    verdicts = ctx.record.setdefault("target_warm", {})
+    began = time.monotonic()
+    warmed = warmup.warm_targets(ctx, watch, steps, echo, verdicts)
+    ctx.warming_s += time.monotonic() - began   # not the run's overhead (estimate.py)
+    if warmed:   # each command warms its targets: a resume may find them restarted, cold
+        entry = {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": ctx.plan.target_warmup_s, "targets": warmed}
+        if len(ctx.targets) > 1:   # no target measured while an engine just warmed beside it still compiles
+            entry["esb_host_quiet"] = warmup.wait_quiet(ctx, echo)
+        ctx.record.setdefault("target_warmup", []).append(entry)
+    layout.write_json(ctx.dir / layout.RUN_FILE, ctx.record)
+
+
+# How long a restarted engine or back end may take to answer its first request right.
+FORK_READY_S = 180
+
+
+def _start_fork(ctx: RunContext, first: plans.Step, echo: Callable[[str], None]) -> None:
+    """A new fork: every engine under test started afresh, and for `direct` its back ends, each
+    ready once it answers the fork's first scenario right (run.json `fork_starts`). A resumed run
+    starts the fork it resumes afresh too: a fork's steps are never measured across processes
+    without its record saying so (`resumed`)."""
+    began = time.monotonic()
+    names = sorted({t.esb for t in ctx.targets.values() if t.kind == "esb"})
+    if any(t.kind == "direct" for t in ctx.targets.values()):
+        names += list(roles.BACKENDS)
+    restarted = {}
+    for name in names:
+        echo(f"fork {first.fork}: starting {name} afresh")
+        try:
+            restarted[name] = ctx.restart_esb(name)
+        except EsbperfError as e:
+            raise EsbperfError(f"fork {first.fork}: {name} did not start afresh: {e}; `esbperf run --resume "
+                               f"{ctx.dir}` tries again once that is fixed") from None
+    for target in ctx.targets:
+        while True:
+            problem = verify_problem(ctx, target, first.scenario)
+            if problem is None:
+                break
+            if time.monotonic() - began > FORK_READY_S:
+                raise EsbperfError(f"fork {first.fork}: target {target} does not answer after its restart: {problem}; "
+                                   f"`esbperf run --resume {ctx.dir}` tries again once that is fixed")
+            time.sleep(0.5)
+    done = [s for s in ctx.plan.steps(list(ctx.targets)) if s.fork == first.fork and layout.is_finished(ctx.dir, s)]
+    estimate.remember(fork_start_s=time.monotonic() - began)
+    ctx.record.setdefault("fork_starts", []).append(
+        {"fork": first.fork, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "pids": restarted,
+         "ready_s": round(time.monotonic() - began, 1), **({"resumed": len(done)} if done else {})})
+    ctx.record["target_warm"] = {}   # fresh processes: none is warm
+    layout.write_json(ctx.dir / layout.RUN_FILE, ctx.record)
+
+
+def verify_problem(ctx: RunContext, target: str, scenario: str) -> str | None:
+    """Whether a target answers a request of `scenario` right (None), or what is wrong."""
+    if ctx.plan.script:
+        return None if procs.port_open(*ctx.targets[target].address) or ctx.targets[target].kind == "direct" \
+            else "not answering"
+    try:
+        outcomes = verify_target(ctx.testbed, target, [scenario], size=1024, timeout=5)
+    except (OSError, EsbperfError) as e:
+        return str(e)
+    failed = [o for o in outcomes if not o.ok]
+    return f"{failed[0].url}: {failed[0].detail}" if failed else None
 
 
 def _check_restart(plan: plans.Plan, targets: dict[str, topology.Target],
                    restart_esb: Callable[[str], int] | None) -> None:
+    if plan.forks > 1 and restart_esb is None:
+        raise EsbperfError(f"plan {plan.name} runs {plan.forks} forks, each starting the engines under test (and the "
+                           "back ends, for direct) afresh, which needs them started by esbperf's launcher (`esbperf "
+                           "demo`, `esbperf round`, or `esbperf testbed start`); none started them")
     if plan.restart == "per-step" and restart_esb is None and any(t.kind == "esb" for t in targets.values()):
         raise EsbperfError(f"plan {plan.name} restarts the ESB before each step (restart: per-step), which needs the "
                            "ESB started by esbperf's launcher (`esbperf demo`, or `esbperf testbed start`); none started it")
@@ -266,7 +372,8 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
     session = _Session(plan, testbed, preflight.targets_of(testbed, names, plan),
                        collect.LocalAgents([state_dir(), *local_state_dirs, *hosts.local_agent_states(testbed)]),
                        _token_file(testbed, token_file), verify and not script, max_skew_ms,
-                       restart_esb or hosts.esb_restarter(testbed, plan.restart), console or Console())
+                       restart_esb or hosts.esb_restarter(testbed, plan.restart == "per-step" or plan.forks > 1),
+                       console or Console())
     with session.console_held() as console_lock, procs.on_cores(_runner_cores(testbed)):
         agents, monitored, skews = session.preflight()
         run_dir = layout.new_run_dir(out.resolve(), f"{plan.name}-{'+'.join(names)}-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -311,6 +418,8 @@ def _carry_over(before: Path, plan: plans.Plan, record: dict) -> frozenset[str]:
     warm = frozenset(t["name"] for t in previous.get("targets", [])) & {t["name"] for t in record["targets"]}
     if warm:
         record["warm_from"] = {"run": before.name, "targets": sorted(warm)}
+        # How warm that run found them: its targets' verdicts hold for this run's steps too.
+        record["target_warm"] = {t: v for t, v in (previous.get("target_warm") or {}).items() if t in warm}
     return warm
 
 
@@ -337,7 +446,8 @@ def resume(run_dir: Path, verify: bool = True, console: Console | None = None,
                        collect.LocalAgents([state_dir(), *map(Path, record.get("local_state_dirs", [])),
                                             *hosts.local_agent_states(testbed)]),
                        _token_file(testbed, token_file), verify, max_skew_ms,
-                       restart_esb or hosts.esb_restarter(testbed, plan.restart), console or Console())
+                       restart_esb or hosts.esb_restarter(testbed, plan.restart == "per-step" or plan.forks > 1),
+                       console or Console())
     with session.console_held() as console_lock, locks.run_dir_held(run_dir), procs.on_cores(_runner_cores(testbed)):
         console_lock.note(f"run folder {run_dir}")
         agents, monitored, skews = session.preflight()
@@ -409,21 +519,26 @@ def dry_run(plan: plans.Plan, target_names: list[str], testbed: topology.Testbed
     checked = sum(estimate.cross_check_seconds(plan, step, cross_check) > 0 for step in steps)
     table = Table(title=f"{plan.name} against {', '.join(targets)}: {len(steps)} steps "
                         f"({plan.model} model, {len(agents)} load host(s): {', '.join(agents)})")
+    forked = plan.forks > 1
     for column in ("#", "target", "scenario", "payload", "users" if plan.model == "closed" else "rate/s (threads)",
-                   "iteration", "processes × threads per agent", "estimated"):
+                   *(["fork"] if forked else []), "iteration", "processes × threads per agent", "estimated"):
         table.add_column(column)
     for n, (step, seconds) in enumerate(guess.steps, 1):
         processes, threads = plan.processes_threads(step.users, len(agents))
         load = str(step.users) if step.rate is None else f"{plans.rate_label(step.rate)} ({step.users})"
-        table.add_row(str(n), step.target, step.scenario, step.payload_label, load, str(step.iteration),
+        table.add_row(str(n), step.target, step.scenario, step.payload_label, load,
+                      *([str(step.fork)] if forked else []), str(step.iteration),
                       f"{processes} × {threads}", estimate.duration(seconds))
     console.print(table)
+    forks = (f"; {plan.forks} forks, each starting the engines under test afresh and warming them until settled"
+             if forked else "")
     basis = (f"medians of the last {guess.measured_steps} steps measured on this machine"
              if guess.measured_steps else "defaults: no step measured on this machine yet")
     console.print(f"estimated wall time: {estimate.duration(guess.total_s)} ({estimate.duration(guess.run_overhead_s)} "
                   f"for the run's preflight, then per step the warm-up {plan.warmup_label()} or longer while workers "
                   f"start, the measurement {plan.duration_s:g} s, and the step's tail"
-                  + (f"; {cross_check} measures {checked} of the steps for {plan.duration_s:g} s more" if checked else "")
+                  + (f"; {cross_check} measures {checked} of the steps for {plan.duration_s:g} s before and after each"
+                     if checked else "") + forks
                   + f"; {basis}). "
                   "Plan and testbed are valid; nothing was started")
     return guess

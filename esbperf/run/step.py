@@ -35,6 +35,7 @@ from esbperf.core.topology import Target, Testbed
 from esbperf.results import gclog, layout
 from esbperf.results.datalog import REPORT_INTERVAL_MS, LogStats, RowStats, log_stats
 from esbperf.run import collect, crosscheck, environment, monitors, user_script
+from esbperf.run.pool import WarmPool, order_properties
 from esbperf.run.problems import (AgentsChanged, ConsoleLost, Incomplete, StepAside, StepProblem, TargetDown,
                                   Unexpected, WorkersHang)
 from esbperf.run.verify import verify_target
@@ -116,8 +117,10 @@ class RunContext:
     state_dirs: list[Path] = field(default_factory=list)   # this machine's state folders (GC logs are there)
     # A plan with `restart: per-step`: restarts the named ESB through its launcher, returns its new pid.
     restart_esb: Callable[[str], int] | None = None
-    cross_check: str | None = None       # after each step, an independent client measures it too (crosscheck.py)
+    cross_check: str | None = None       # around each step, an independent client measures it too (crosscheck.py)
     warm: frozenset[str] = frozenset()   # targets a run just before this one loaded: no target warm-up
+    pool: WarmPool | None = None         # the run's warm workers (esbperf/run/pool.py); None: new ones per step
+    warming_s: float = 0.0               # spent warming targets up so far (the run's overhead is the rest)
 
     @property
     def sample_interval_s(self) -> float:
@@ -181,6 +184,7 @@ class Attempt:
     warmup: dict = field(default_factory=dict)   # how the warm-up ended (step.json `warmup`)
     console_data: dict = field(default_factory=dict)
     stopped: bool = False
+    began_ms: int = 0
 
 
 class StepRunner:
@@ -211,10 +215,17 @@ class StepRunner:
         began = time.monotonic()
         self.phases = {}
         a = self._begin(step)
+        a.began_ms = now_ms()
+        # The independent client brackets the step, before and after it: a target still moving
+        # reads differently in the two, which the step's own client is then not blamed for.
+        bracket = bool(self.ctx.cross_check) and self.ctx.plan.cross_checks(step.iteration)   # the plan's iterations
         try:
             try:
                 with self._phase("prepare"):
                     self._prepare(a)
+                if bracket:
+                    with self._phase("xcheck_before"):
+                        before = self._cross_check(a, "before")
                 with self._phase("start"):
                     self._start(a)
                 with self._phase("warmup"):
@@ -225,32 +236,35 @@ class StepRunner:
                     self._stop(a)
             finally:
                 if a.workers and not a.stopped:
-                    self.console.stop_quietly()
+                    self._stop_quietly()
             with self._phase("collect"):
                 problems = self._collect(a)
             with self._phase("check"):
                 self._check(a, problems)
-            if self.ctx.cross_check and self.ctx.plan.cross_checks(step.iteration):   # the plan's iterations
+            if bracket:
                 with self._phase("xcheck"):
-                    a.record["xcheck"] = self._cross_check(a)
+                    a.record["xcheck"] = crosscheck.bracket(before, self._cross_check(a, "after"))
         except ConsoleLost as problem:
+            self._discard_pool()
             self._bring_home(a)
             back = self._await_console()
             raise self._set_aside(a, ConsoleLost(f"the console stopped answering during the step ({problem.reason})"
                                                  + ("" if back else f"; it did not come back within "
                                                                     f"{CONSOLE_RETURN_S} s")), stop_run=not back)
         except StepProblem as problem:
+            self._discard_pool()
             self._bring_home(a)
             raise self._set_aside(a, problem)
         except (EsbperfError, OSError, http.client.HTTPException) as e:
             if isinstance(e, OSError) and e.errno == errno.ENOSPC:
                 raise   # the run stops as a whole, with its own line (the disk is full)
-            self.console.stop_quietly()
+            self._stop_quietly()
             self._bring_home(a)
             raise self._set_aside(a, Unexpected(f"{type(e).__name__}: {e}" if not isinstance(e, EsbperfError)
                                                 else str(e))) from None
         a.record["wall_s"] = round(time.monotonic() - began, 3)
         a.record["phases_s"] = dict(self.phases)
+        a.record["began_ms"], a.record["finished_ms"] = a.began_ms, now_ms()   # the step's whole span
         return layout.finish_step(a.tmp, a.record)
 
     def _begin(self, step: plans.Step) -> Attempt:
@@ -273,14 +287,30 @@ class StepRunner:
         a.start_ms = now_ms()
         properties = step_properties(self.ctx, a.step, processes, threads, a.log_folder)
         a.record["report_interval_ms"] = report_interval_ms(properties, ConsoleConfig.load().distribution_directory)
-        a.workers = self.console.start(properties, processes * len(self.ctx.agents))
+        pool = self.ctx.pool
+        if pool is None:
+            a.record["workers_mode"] = "fresh"
+            a.workers = self.console.start(properties, processes * len(self.ctx.agents))
+            return
+        pool.fit(self.console, processes, threads)
+        started = pool.running
+        pool.ensure(self.console, properties, collect.pool_log_folder(self.ctx.dir.name, str(now_ms())))
+        a.start_ms = now_ms()
+        a.workers = dict(pool.workers)
+        self.console.call(lambda: self.client.recording("zero"))
+        a.first_report_ms = pool.hand_over(self.console, order_properties(properties, processes, threads,
+                                                                            a.log_folder, a.step.rate is not None))
+        # The workers' age: a worker-jit warning looks at how long they have run, not this step.
+        a.record.update(workers_mode="warm", workers_ready_ms=pool.first_report_ms, workers_reused=started)
 
     def _warm_up(self, a: Attempt) -> None:
         """A fixed warm-up: from the start signal (worker start-up included), but at least half of it
         under load, after the workers' first report. `warmup_s: auto`: until the step is steady
         (_until_steady). Then the console's statistics start from zero."""
         plan = self.ctx.plan
-        a.first_report_ms = self.console.first_report(a.start_ms + int((plan.step_seconds() + 30) * 1000), a.workers)
+        if self.ctx.pool is None:   # warm workers took the step when they adopted it (_start)
+            a.first_report_ms = self.console.first_report(a.start_ms + int((plan.step_seconds() + 30) * 1000),
+                                                          a.workers)
         if plan.warmup_auto:
             self._until_steady(a)
         else:
@@ -305,11 +335,28 @@ class StepRunner:
         a.end_ms = now_ms()
 
     def _stop(self, a: Attempt) -> None:
+        if self.ctx.pool is not None:   # the workers stay, idle, with the step's logs closed
+            self.ctx.pool.idle(self.console, STOP_WAIT_S)
+            a.stopped = True
+            self.console.require_agents()
+            return
         finished = self.console.stop(a.workers, STOP_WAIT_S)
         a.stopped = True
         if not finished:
             raise WorkersHang(f"the workers did not stop within {STOP_WAIT_S} s of the stop signal")
         self.console.require_agents()
+
+    def _stop_quietly(self) -> None:
+        """On the way out of a step that went wrong: no worker of it may go on."""
+        if self.ctx.pool is not None:
+            self._discard_pool()
+        else:
+            self.console.stop_quietly()
+
+    def _discard_pool(self) -> None:
+        """Workers that saw a step go wrong carry no further step: the next one starts new ones."""
+        if self.ctx.pool is not None and self.ctx.pool.running:
+            self.ctx.pool.discard(self.console)
 
     def _collect(self, a: Attempt) -> list[str]:
         """Everything the step left, into its folder; the problems found with the workers' logs."""
@@ -337,6 +384,10 @@ class StepRunner:
             **({"warmup": a.warmup} if a.warmup else {}),
             "keepalive": ctx.plan.keepalive,
             "timeout_s": ctx.plan.timeout_s,
+            # Whether the target was judged warm before its first step (esbperf/run/warmup.py).
+            "target_warm": (ctx.record.get("target_warm") or {}).get(a.step.target)
+                           or {"settled": None, "reason": "its target was not warmed up in this run"},
+            **({"fork": a.step.fork} if a.step.fork is not None else {}),
             "start_ms": a.start_ms, "first_report_ms": a.first_report_ms, "warmup_end_ms": a.warmup_end_ms,
             "end_ms": a.end_ms,
             "versions": {**ctx.record.get("versions", {}), "esb": target.esb, **environment.worker_versions(logs)},
@@ -372,12 +423,14 @@ class StepRunner:
         if problem:
             raise TargetDown(f"{errors} errors, and {problem}")
 
-    def _cross_check(self, a: Attempt) -> dict:
-        """wrk on the same target and requests, right after the step (esbperf/run/crosscheck.py)."""
-        self.console.on_tick("cross-checking with wrk", self.ctx.plan.duration_s, {})
+    def _cross_check(self, a: Attempt, when: str) -> dict:
+        """wrk on the same target and requests, just before or just after the step
+        (esbperf/run/crosscheck.py); after it, only a step whose answers were all right."""
+        self.console.on_tick(f"cross-checking with wrk ({when} the step)", self.ctx.plan.duration_s, {})
         step = a.step
+        errors = statistics(a.console_data).get("Errors") or 0 if when == "after" else 0
         return crosscheck.cross_check(self.ctx.testbed, self.ctx.targets[step.target], step, self.ctx.plan,
-                                      statistics(a.console_data).get("Errors") or 0, bool(self.ctx.record.get("script")),
+                                      errors, bool(self.ctx.record.get("script")),
                                       step.payload_file.read() if step.payload_file else None)
 
     # --- helpers ----------------------------------------------------------------------------
@@ -385,7 +438,9 @@ class StepRunner:
     def _bring_home(self, a: Attempt) -> list[str]:
         if not a.workers:
             return []
-        return collect.bring_home(a.workers.values(), a.log_folder, a.tmp / layout.LOGS, self.ctx.fetchers)
+        stay = self.ctx.pool is not None and self.ctx.pool.running   # warm workers outlive the step
+        return collect.bring_home(a.workers.values(), a.log_folder, a.tmp / layout.LOGS, self.ctx.fetchers,
+                                  workers_stay=stay)
 
     def _set_aside(self, a: Attempt, problem: StepProblem, stop_run: bool | None = None) -> StepAside:
         a.record["phases_s"] = dict(self.phases)

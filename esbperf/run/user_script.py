@@ -51,9 +51,24 @@ class UserScript:
         """The step folders' scenario level."""
         return self.file.stem
 
+    @property
+    def takes_steps(self) -> bool:
+        """Whether the script says warm workers may run it (TAKES_STEPS)."""
+        return takes_steps(self.file.read_text(encoding="utf-8", errors="replace"))
+
     def record(self) -> dict:
         return {"file": self.file.name, "sha256": hashlib.sha256(self.file.read_bytes()).hexdigest(),
-                "properties": self.properties, "ignored": self.ignored}
+                "properties": self.properties, "ignored": self.ignored, "takes_steps": self.takes_steps}
+
+
+# A script saying so at its top level runs in warm workers (docs/running.md, "Warm workers"): each
+# of its threads builds a new TestRunner for every step it takes part in, after the step's esbperf.*
+# settings are in grinder.properties, and the TestRunner's __del__ runs when it leaves the step.
+TAKES_STEPS = re.compile(r"^TAKES_STEPS\s*=\s*True\s*(#.*)?$", re.MULTILINE)
+
+
+def takes_steps(text: str) -> bool:
+    return bool(TAKES_STEPS.search(text))
 
 
 def read_properties(path: Path) -> dict[str, str]:

@@ -2,11 +2,16 @@
 `target_warmup_s` (its kind's, when the plan gives one per kind: a JVM ESB compiles its path for
 minutes) before its first step, by the same workers and requests as its steps (the plan's scenarios
 in turn, at the first step's payload and users), so that iteration 1 does not measure a JVM that is
-still compiling the path; with `warmup_s: auto`, for at least that long and then until its
-throughput and response time are steady over STEADY_HORIZON_S, at most `target_warmup_max_s`.
-Nothing of it is measured; run.json records what was done (`target_warmup`). A target restarted
-before every step (`restart: per-step`) gets only each step's own warm-up: warming it before would
-warm a process that is about to go."""
+still compiling the path; and on until it is settled — its throughput no longer moving over the
+plan's `target_warmup_horizon_s` (steady.settled: minutes, not the seconds a step's own window
+judges) — at most `target_warmup_max_s` (with `warmup_s: auto`; otherwise judged at the end of the
+fixed time). A plan of several forks warms every fork's fresh engines so.
+
+Nothing of it is measured; run.json records what was done (`target_warmup`), and each step says
+whether its target was judged warm (step.json `target_warm`): a step of a target whose warm-up ended
+unsettled, or that was never warmed, gets a validity warning of its own (`target-not-warm`),
+whatever its window showed. A target restarted before every step (`restart: per-step`) gets only
+each step's own warm-up: warming it before would warm a process that is about to go."""
 from __future__ import annotations
 
 import shutil
@@ -19,6 +24,7 @@ from esbperf.core import engines, plan as plans, roles, steady, topology
 from esbperf.core.errors import EsbperfError
 from esbperf.results import layout
 from esbperf.run import collect
+from esbperf.run.pool import order_properties
 from esbperf.run.problems import StepProblem
 from esbperf.run.step import STOP_WAIT_S, RunContext, step_properties
 from esbperf.run.workers import ConsoleWatch, now_ms
@@ -28,10 +34,6 @@ from esbperf.services.console import statistics
 FOLDER = ".warmup"   # the workers' logs come home here and are deleted: nothing of it is a result
 QUIET_MAX_S = 60     # how long the esb host may take to be quiet after the targets' warm-up
 QUIET_READINGS = 2   # ... as consecutive process readings (the monitor reads processes every 2 s)
-# warmup_s: auto: a target is warm once no trend would move its throughput or mean response time by
-# 5 % over this long. A JVM still compiling its path climbs for tens of seconds; a step's own
-# window (a few seconds) would call that climb steady.
-STEADY_HORIZON_S = 30
 
 
 def first_steps(steps: list[plans.Step]) -> dict[str, plans.Step]:
@@ -48,72 +50,105 @@ def loads(plan: plans.Plan, targets: Mapping[str, topology.Target]) -> dict[str,
             for name, t in targets.items()}
 
 
+def not_warmed(reason: str) -> dict:
+    """A target's verdict when it was not warmed at all (step.json `target_warm`)."""
+    return {"settled": None, "reason": reason}
+
+
 def warm_targets(ctx: RunContext, watch: ConsoleWatch, steps: list[plans.Step],
-                 echo: Callable[[str], None]) -> list[dict]:
-    """Load each target of `steps` before its first step; what was done, for run.json."""
+                 echo: Callable[[str], None], verdicts: dict[str, dict] | None = None) -> list[dict]:
+    """Load each target of `steps` before its first step; what was done, for run.json. Each
+    target's verdict (settled or not, and why) goes into `verdicts`."""
     plan = ctx.plan
+    verdicts = {} if verdicts is None else verdicts
     if not plan.warms_targets() or not steps:
+        for target in first_steps(steps):
+            verdicts[target] = not_warmed("the plan warms no target up (target_warmup_s)")
         return []
     done = []
     for target, first in first_steps(steps).items():
         t = ctx.targets[target]
-        least, most = plan.target_warmup(engines.warmup_kind(t.kind, t.esb))
+        kind = engines.warmup_kind(t.kind, t.esb)
+        least, most = plan.target_warmup(kind)
         if least <= 0:
+            verdicts[target] = not_warmed(f"the plan warms no {kind} target up (target_warmup_s)")
             continue
         if plan.restart == "per-step" and t.kind == "esb":
             done.append({"target": target, "skipped": "restarted before every step (restart: per-step)"})
+            verdicts[target] = not_warmed("restarted before every step (restart: per-step)")
             continue
         scenarios = [first.scenario] if plan.script else plan.scenarios
         share = least / len(scenarios)
-        most = most / len(scenarios)
-        for scenario in scenarios:
+        for n, scenario in enumerate(scenarios):
             began = time.monotonic()
+            last = n == len(scenarios) - 1   # the last scenario's load goes on until settled
             try:
-                totals, steadiness = _load(ctx, watch, replace(first, scenario=scenario), share, most)
+                totals, verdict = _load(ctx, watch, replace(first, scenario=scenario), share,
+                                        most - least + share if last else share, plan.target_horizon(kind))
             except StepProblem as e:
                 raise EsbperfError(f"warming target {target} up failed: {e.reason}; `esbperf run --resume {ctx.dir}` "
                                    "tries again once that is fixed") from None
             done.append({"target": target, "scenario": scenario, "payload": first.payload_label,
                          "users": first.users, "least_s": round(share, 1),
                          "seconds": round(time.monotonic() - began, 1),
-                         "transactions": totals.get("Tests") or 0, "errors": totals.get("Errors") or 0})
+                         "transactions": totals.get("Tests") or 0, "errors": totals.get("Errors") or 0,
+                         **({"fork": first.fork} if first.fork is not None else {})})
             how = ""
-            if steadiness is not None:
-                done[-1].update(steady=steadiness["steady"], reason=steadiness["reason"])
-                how = " (steady)" if steadiness["steady"] else f" (not steady: {steadiness['reason']})"
+            if last:
+                done[-1].update(steady=verdict["settled"], reason=verdict["reason"])
+                verdicts[target] = {**verdict, **({"fork": first.fork} if first.fork is not None else {})}
+                how = f" ({'settled' if verdict['settled'] else 'NOT settled'}: {verdict['reason']})"
             echo(f"warmed {target} up: {scenario} {first.payload_label} {first.users}u for "
                  f"{done[-1]['seconds']:g} s{how}, {done[-1]['transactions']} transactions, {done[-1]['errors']} errors")
     return done
 
 
 def _load(ctx: RunContext, watch: ConsoleWatch, step: plans.Step, seconds: float,
-          most_s: float) -> tuple[dict, dict | None]:
-    """The workers of `step` for `seconds` after their first report, and, up to `most_s`, until
-    steady over STEADY_HORIZON_S (when most_s is longer); the console's totals and the steadiness."""
+          most_s: float, horizon_s: float) -> tuple[dict, dict]:
+    """The workers of `step` for `seconds` after their first report, and on until settled over
+    `horizon_s` (steady.settled), at most `most_s`; the console's totals and the verdict."""
     processes, threads = ctx.plan.processes_threads(step.users, len(ctx.agents))
     log_folder = collect.step_log_folder(ctx.dir.name, Path("warmup") / step.target / step.scenario, str(now_ms()))
     properties = step_properties(ctx, step, processes, threads, log_folder)
     properties["grinder.duration"] = int((max(seconds, most_s) + 60) * 1000)   # the safety net
     start_ms = now_ms()
-    workers = watch.start(properties, processes * len(ctx.agents))
-    steadiness = None
+    pool = ctx.pool
     try:
-        first = watch.first_report(start_ms + 60_000, workers)
-        if most_s > seconds:
-            steadiness = watch.until_steady(workers, first + int(seconds * 1000), first + int(most_s * 1000),
-                                            ctx.sample_interval_s, STEADY_HORIZON_S, f"warming {step.target} up")
-            steadiness = {k: steadiness[k] for k in ("steady", "reason")}
+        if pool is not None:   # the run's warm workers: they warm up with the target
+            pool.fit(watch, processes, threads)
+            pool.ensure(watch, properties, collect.pool_log_folder(ctx.dir.name, str(start_ms)))
+            workers = dict(pool.workers)
+            watch.call(lambda: watch.client.recording("zero"))
+            first = pool.hand_over(watch, order_properties(properties, processes, threads, log_folder,
+                                                           step.rate is not None))
         else:
-            watch.wait_until(first + int(seconds * 1000), f"warming {step.target} up", workers)
+            workers = watch.start(properties, processes * len(ctx.agents))
+            first = watch.first_report(start_ms + 60_000, workers)
+        interval = ctx.sample_interval_s
+        # A warm-up shorter than its horizon (a fixed one) is judged over what it has: all but the
+        # console's first samples, which the load began inside (ConsoleWatch.until_steady).
+        horizon_s = min(horizon_s, max(seconds, most_s) - 3 * interval)
+        found = watch.until_steady(workers, first + int(seconds * 1000), first + int(max(seconds, most_s) * 1000),
+                                   interval, horizon_s, f"warming {step.target} up",
+                                   judge=lambda tps, _mean: steady.settled(tps, interval, horizon_s))
+        verdict = {"settled": found["steady"], "reason": found["reason"], "horizon_s": horizon_s}
         totals = statistics(watch.call(watch.client.data))
+        if pool is not None:
+            pool.idle(watch, STOP_WAIT_S)
+    except BaseException:
+        if pool is not None:
+            pool.discard(watch)
+        raise
     finally:
-        watch.stop_quietly()
-    watch.call(lambda: watch.client.recording("stop"))
-    watch.call(lambda: watch.client.wait_workers_finished(set(workers), STOP_WAIT_S))
+        if pool is None:
+            watch.stop_quietly()
+    if pool is None:
+        watch.call(lambda: watch.client.recording("stop"))
+        watch.call(lambda: watch.client.wait_workers_finished(set(workers), STOP_WAIT_S))
     home = ctx.dir / FOLDER
-    collect.bring_home(workers.values(), log_folder, home / layout.LOGS, ctx.fetchers)
+    collect.bring_home(workers.values(), log_folder, home / layout.LOGS, ctx.fetchers, workers_stay=pool is not None)
     shutil.rmtree(home, ignore_errors=True)
-    return totals, steadiness
+    return totals, verdict
 
 
 def wait_quiet(ctx: RunContext, echo: Callable[[str], None]) -> dict | None:

@@ -117,10 +117,13 @@ class ConsoleWatch:
             time.sleep(min(1.0, left / 1000))
 
     def until_steady(self, workers: dict[str, Worker], earliest_ms: int, latest_ms: int, interval_s: float,
-                     horizon_s: float, phase: str = "warm-up") -> dict:
+                     horizon_s: float, phase: str = "warm-up",
+                     judge: Callable[[list, list], steady.Steadiness] | None = None) -> dict:
         """Watch the console's samples until the throughput and mean response time are steady
-        (esbperf/core/steady.py, judged over `horizon_s`), no sooner than `earliest_ms` and no later
-        than `latest_ms`; whether they were, why not, and the series judged."""
+        (esbperf/core/steady.py, judged over `horizon_s`; or as `judge(tps, mean_us)` says), no
+        sooner than `earliest_ms` and no later than `latest_ms`; whether they were, why not, and the
+        series judged."""
+        judge = judge or (lambda tps, mean: steady.steady(tps, mean, interval_s, horizon_s=horizon_s))
         tps: list[float | None] = []
         mean_us: list[float | None] = []
         # The console's samples: the one it last finished when the workers were seen running ended
@@ -138,7 +141,7 @@ class ConsoleWatch:
                 tps.append(totals.get("TPS"))
                 mean_us.append(totals.get(MEAN_US) if MEAN_US in totals else
                                None if totals.get(MEAN_MS) is None else totals[MEAN_MS] * 1000)
-                verdict = steady.steady(tps, mean_us, interval_s, horizon_s=horizon_s)
+                verdict = judge(tps, mean_us)
                 if verdict.steady:
                     break
             self.on_tick(f"{phase} (auto: {verdict.reason})", (latest_ms - now_ms()) / 1000, totals)

@@ -100,6 +100,7 @@ def console_process(testbed: Testbed, cfg: ConsoleConfig | None = None,
     ensure_built(GRINDER_HOME, CONTROL_API)
     procs.check_port_free(testbed.client.address, testbed.console_port, "console (agents connect here)")
     procs.check_port_free(testbed.api_host, testbed.api_port, "console control API")
+    procs.check_port_free(testbed.client.address, testbed.board_port, "console step board (warm workers poll it)")
     workdir = workdir or state_dir() / "console"
     home = workdir / "home"
     home.mkdir(parents=True, exist_ok=True)
@@ -107,7 +108,8 @@ def console_process(testbed: Testbed, cfg: ConsoleConfig | None = None,
     _new_token(token_file(workdir))
     classpath = os.pathsep.join([str(GRINDER_HOME.grinder_jar), CONTROL_API.classpath()])
     argv = [procs.java_executable(), *cfg.jvm_args, f"-Duser.home={home}",
-            f"-Desbperf.controlApi.tokenFile={token_file(workdir)}", "-cp", classpath,
+            f"-Desbperf.controlApi.tokenFile={token_file(workdir)}", f"-Desbperf.board.port={testbed.board_port}",
+            "-cp", classpath,
             "net.grinder.Console", "-headless"]
     return procs.Process("console", argv, workdir / "console.log", cwd=workdir)
 
@@ -220,6 +222,22 @@ class ControlClient:
             time.sleep(0.2)
         raise EsbperfError(f"file distribution did not finish within {timeout:.0f} s")
 
+    def board_order(self, order: dict) -> None:
+        """Post the step board's next order (esbperf/run/pool.py)."""
+        self._call("POST", "/board/order", order)
+
+    def board_lease(self, key: str, lease_s: float) -> None:
+        self._call("POST", "/board/lease", {"key": key, "lease_s": lease_s})
+
+    def board_status(self) -> dict:
+        """The board's order and what each worker last said of it; {} from a console without a board."""
+        try:
+            return self._call("GET", "/board/status")
+        except ConsoleUnreachable:
+            raise
+        except EsbperfError:
+            return {}
+
     def recording(self, action: str) -> dict:
         return self._call("POST", f"/recording/{action}")
 
@@ -324,6 +342,7 @@ def console(testbed_name: str | None, config_file: Path | None) -> None:
         process.wait_until(lambda: control_client(testbed, token_file()).answers(), 30, "its control API answering")
         click.echo(f"console: agents connect to {testbed.client.address}:{testbed.console_port} "
                    "(no authentication on that port: keep it on the isolated test network)")
+        click.echo(f"console: warm workers poll the step board at {testbed.board_url} (a run's key in each poll)")
         click.echo(f"console: control API at {testbed.api_url}/, for the holder of the token in {token_file()} "
                    f"(a runner on another machine: ${TOKEN_ENV} or --token-file)")
         click.echo(f"console: distributing {cfg.distribution_directory}; log {process.log}")

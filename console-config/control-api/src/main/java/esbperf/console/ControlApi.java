@@ -54,6 +54,7 @@ public final class ControlApi implements Startable {
   private HttpServer server;
   private ExecutorService executor;
   private Guard guard;
+  private final StepBoard board;
 
   public ControlApi(Logger logger,
                     ConsoleProperties properties,
@@ -68,6 +69,7 @@ public final class ControlApi implements Startable {
         new WorkerProperties(properties.getDistributionDirectory().getFile()));
     final Files files = new Files(fileDistribution, processControl);
     final Recording recording = new Recording(sampleModel, sampleModelViews);
+    board = new StepBoard(json);
 
     route("GET", "/version", body -> GrinderBuild.getName());
 
@@ -86,6 +88,10 @@ public final class ControlApi implements Startable {
     route("POST", "/recording/stop", body -> recording.stop());
     route("POST", "/recording/zero", body -> recording.zero());
     route("POST", "/recording/reset", body -> recording.reset());
+
+    route("POST", "/board/order", board::order);
+    route("POST", "/board/lease", board::lease);
+    route("GET", "/board/status", body -> board.status());
   }
 
   private void route(String method, String path, Handler handler) {
@@ -123,6 +129,23 @@ public final class ControlApi implements Startable {
     guard = new Guard(token, bound);
     logger.info("esbperf control API listening on http://{}:{}/",
                 bound.getAddress().getHostAddress(), bound.getPort());
+    startBoard();
+  }
+
+  /** The step board's listener, beside the console's agent port (off without its port property). */
+  private void startBoard() {
+    final int port = Integer.getInteger(StepBoard.PORT_PROPERTY, 0);
+    if (port <= 0) {
+      return;
+    }
+    try {
+      board.start(properties.getConsoleHost(), port);
+      logger.info("esbperf step board listening on {}", board.address());
+    }
+    catch (IOException e) {
+      logger.error("esbperf step board could not listen on {}:{}: {}",
+                   new Object[] {properties.getConsoleHost(), port, e.getMessage()});
+    }
   }
 
   /** The secret token, or null (said once in the log) when there is none to read. */
@@ -144,6 +167,7 @@ public final class ControlApi implements Startable {
 
   @Override
   public void stop() {
+    board.stop();
     if (server != null) {
       server.stop(0);
       executor.shutdownNow();

@@ -32,6 +32,7 @@ public final class Schedule {
   private final AtomicLong maxLagNanos = new AtomicLong();
   private final AtomicLong lastStart = new AtomicLong(UNSET);
   private final AtomicInteger users = new AtomicInteger();
+  private volatile boolean cancelled;
 
   /**
    * @param rate      starts per second for this process (more than 0)
@@ -131,6 +132,18 @@ public final class Schedule {
       final int found = Arrays.binarySearch(poissonDue, 0, poissonDrawn, nowNanos - t0 + 1);
       return found >= 0 ? found : -found - 1;
     }
+  }
+
+  /**
+   * The step this schedule serves is over (a warm worker's next order came): threads sleeping
+   * until a ticket is due wake and send nothing more.
+   */
+  public void cancel() {
+    cancelled = true;
+  }
+
+  public boolean isCancelled() {
+    return cancelled;
   }
 
   /** A thread joins the pool that serves this schedule. */

@@ -46,6 +46,7 @@ public final class User {
   static final String RESPONSE_US = "userLong3";
   static final String LATENCY_US = "userLong4";
 
+  private static final long MAX_PARK_NANOS = 50_000_000;
   private static final ThreadMXBean THREADS = ManagementFactory.getThreadMXBean();
   private static final boolean CPU_CLOCK = THREADS.isThreadCpuTimeSupported() && THREADS.isThreadCpuTimeEnabled();
 
@@ -91,19 +92,30 @@ public final class User {
     }
   }
 
-  /** Open model: sleep until the next ticket is due (at once if it is past). Closed: nothing. */
-  public void awaitTurn() {
+  /**
+   * Open model: sleep until the next ticket is due (at once if it is past); false when the
+   * schedule was cancelled meanwhile (its step is over: send nothing). Closed: true at once.
+   */
+  public boolean awaitTurn() {
     if (schedule == null) {
-      return;
+      return true;
+    }
+    if (schedule.isCancelled()) {
+      return false;
     }
     due = schedule.take();
     long wait;
     while ((wait = due - System.nanoTime()) > 0) {
-      LockSupport.parkNanos(wait);
+      // Parked in slices, so that a cancelled schedule wakes its sleepers within one.
+      LockSupport.parkNanos(Math.min(wait, MAX_PARK_NANOS));
       if (Thread.currentThread().isInterrupted()) {
-        return;   // the worker is stopping
+        return true;   // the worker is stopping
+      }
+      if (schedule.isCancelled()) {
+        return false;
       }
     }
+    return true;
   }
 
   /** Send the next request and read its answer (the timed exchange). Never throws. */

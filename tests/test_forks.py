@@ -1,0 +1,81 @@
+"""Forks (plan `forks: N`): the engine process as the unit. Each fork starts the engines under test
+(and for `direct`, its back ends) afresh, warms each target until settled, and runs every iteration;
+the forks of all targets follow each other; step folders and step.json name the fork; `--resume`
+starts the fork it resumes afresh and says so."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from esbperf.core import plan as plans, topology
+from esbperf.core.errors import EsbperfError
+from esbperf.run import runner
+
+
+def write_plan(path: Path, **fields) -> Path:
+    data = {"name": path.stem, "scenarios": ["proxy"], "payloads": ["1KB"], "users": [2], "duration_s": 2,
+            "warmup_s": 1, "timeout_s": 10, "forks": 2, "iterations": 2}
+    data.update(fields)
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_a_plan_of_forks_runs_each_fork_of_every_target_in_a_folder_of_its_own(tmp_path):
+    plan = plans.load(write_plan(tmp_path / "forked.yaml"))
+    steps = plan.steps(["camel", "direct"])
+    assert len(steps) == 2 * 2 * 2
+    assert [s.fork for s in steps] == [1, 1, 1, 1, 2, 2, 2, 2], "fork 1 of every target, then fork 2"
+    assert steps[0].relative_dir() == Path("camel/proxy/1KB/2/fork-1/iter-1")
+    assert "fork 2 iter 1" in steps[4].describe()
+    assert plans.Plan.from_dict(plan.to_dict(), "run.json").steps(["camel", "direct"]) == steps
+    one = plans.load(write_plan(tmp_path / "one.yaml", forks=1))
+    assert one.steps(["camel"])[0].relative_dir() == Path("camel/proxy/1KB/2/iter-1"), "one fork: no fork level"
+    assert "forks" not in one.to_dict()
+    with pytest.raises(EsbperfError, match="forks.*restart: per-step"):
+        plans.load(write_plan(tmp_path / "both.yaml", restart="per-step"))
+    with pytest.raises(EsbperfError, match="field 'forks' must be"):
+        plans.load(write_plan(tmp_path / "zero.yaml", forks=0))
+
+
+def test_a_run_of_forks_without_a_launcher_is_refused_in_one_line(grinder, echoes, testbed_file, tmp_path):
+    plan = plans.load(write_plan(tmp_path / "unlaunched.yaml"))
+    with pytest.raises(EsbperfError, match="runs 2 forks.*esbperf's launcher"):
+        runner.start(plan, "direct", topology.load(testbed_file), tmp_path / "results")
+
+
+@pytest.mark.slow
+def test_each_fork_starts_the_back_ends_afresh_warms_them_and_resume_knows_forks(grinder, echoes, testbed_file,
+                                                                               tmp_path):
+    restarted: list[str] = []
+
+    def restart(name: str) -> int:
+        """The launcher's restart, as the runner calls it; the session's echoes stay up (they are
+        shared by every test), so each call is recorded and answered with a made-up pid."""
+        restarted.append(name)
+        return 1000 + len(restarted)
+
+    plan = plans.load(write_plan(tmp_path / "forked.yaml", target_warmup_s=2, target_warmup_horizon_s=1))
+    run_dir = runner.start(plan, "direct", topology.load(testbed_file), tmp_path / "results", restart_esb=restart)
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["finished"] and record["plan"]["forks"] == 2
+    assert restarted == ["ws1", "ws2", "ws3"] * 2, "direct's back ends, afresh before each fork"
+    assert [s["fork"] for s in record["fork_starts"]] == [1, 2]
+    assert record["fork_starts"][1]["pids"] == {"ws1": 1004, "ws2": 1005, "ws3": 1006}
+    assert [t["fork"] for e in record["target_warmup"] for t in e["targets"]] == [1, 2], "each fork warmed"
+    for step in plan.steps(["direct"]):
+        meta = json.loads((run_dir / step.relative_dir() / "step.json").read_text())
+        assert meta["fork"] == step.fork and meta["target_warm"]["fork"] == step.fork
+
+    # An interrupted run: fork 2 half done. The resume starts fork 2 afresh and says so.
+    shutil.rmtree(run_dir / "direct/proxy/1KB/2/fork-2/iter-2")
+    record["finished"] = None
+    (run_dir / "run.json").write_text(json.dumps(record))
+    restarted.clear()
+    runner.resume(run_dir, restart_esb=restart)
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["finished"] and restarted == ["ws1", "ws2", "ws3"]
+    assert record["fork_starts"][-1] == {**record["fork_starts"][-1], "fork": 2, "resumed": 1}
