@@ -18,7 +18,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Generator, Iterator
+from typing import Generator, Iterable, Iterator
 
 import matplotlib
 
@@ -32,6 +32,8 @@ from esbperf.analysis.stats import analyse_step, behind_schedule  # noqa: E402
 from esbperf.core import plan as plans  # noqa: E402
 from esbperf.core.capacity import GROWTH, MIN_RATE, RATE_TOLERANCE, Goal, round_rate  # noqa: E402
 from esbperf.core.errors import EsbperfError  # noqa: E402
+from esbperf.core.steady import min_transactions  # noqa: E402
+from esbperf.results.histogram import Histogram  # noqa: E402
 from esbperf.results import layout  # noqa: E402
 
 # With Poisson arrivals the number of requests due in a window is itself random (a Poisson count,
@@ -58,20 +60,38 @@ def rate_allowance(rate: float, window_s: float, poisson: bool) -> float:
     return RATE_TOLERANCE * rate + draw
 
 
-def judge(row: dict, goal: Goal, poisson: bool) -> Verdict:
+def judge(row: dict, goal: Goal, poisson: bool, latency: Histogram | None = None) -> Verdict:
     """A probe (a summary.csv row of an open-model step, analysis/stats.py) against the goal: within
     when its p99 latency from the due time is at most the goal, its errors at most the goal's share,
     its achieved (start) rate within rate_allowance of the offered rate, and it kept its schedule
     (stats.behind_schedule). Anything else — no request started, none answered, errors, a client
-    that fell behind — is over."""
+    that fell behind — is over.
+
+    A probe of fewer requests than a p99 is measured from (summary.csv leaves `lat_p99_ms` empty:
+    a short probe at a low rate) is judged by the p99 its requests do have: the nearest-rank p99 of
+    `latency` (its latency histogram, µs), or without one its slowest request (`lat_max_ms`), which
+    no percentile exceeds."""
     if not row["starts"]:
         return Verdict(False, ("no request started in the window",))
     reasons = []
     p99 = row["lat_p99_ms"]
-    if p99 is None:
+    answered = row.get("transactions", row["starts"] if (row["error_percent"] or 0) < 100 else 0)
+    if not answered:
         reasons.append("no request answered")
-    elif p99 > goal.p99_ms:
-        reasons.append(f"p99 {p99:.1f} ms > {goal.p99_ms:g} ms")
+    elif p99 is not None:
+        if p99 > goal.p99_ms:
+            reasons.append(f"p99 {p99:.1f} ms > {goal.p99_ms:g} ms")
+    else:
+        n = latency.n if latency is not None and latency.n else row.get("due_requests") or row["starts"]
+        few = f"from {n} requests, fewer than the {min_transactions(99.0)} a p99 is measured from"
+        if latency is not None and latency.n:
+            value = latency.percentile(99.0) / 1000
+            if value > goal.p99_ms:
+                reasons.append(f"p99 {value:.1f} ms > {goal.p99_ms:g} ms ({few})")
+        elif row.get("lat_max_ms") is None or row["lat_max_ms"] > goal.p99_ms:
+            slowest = "unknown" if row.get("lat_max_ms") is None else f"{row['lat_max_ms']:.1f} ms"
+            reasons.append(f"p99 not measured ({few}), and the slowest request's latency, {slowest}, is not within "
+                           f"{goal.p99_ms:g} ms")
     if row["error_percent"] > goal.max_error_percent:
         reasons.append(f"errors {row['error_percent']:.2f} % > {goal.max_error_percent:g} %")
     allowed = rate_allowance(row["rate"], row["window_s"], poisson)
@@ -172,6 +192,17 @@ class Result:
     def capacity(self) -> float | None:
         return self.bracket.within if self.bracket else None
 
+    @property
+    def fork(self) -> int:
+        """The engine process the search measured (its probes' step.json `fork`; 1 when absent)."""
+        return next((p.rows[0].get("fork") or 1 for p in self.probes if p.rows), 1)
+
+    def deciding(self) -> list[Probe]:
+        """The probes the result rests on: the highest rate judged within and the lowest judged over."""
+        b = self.bracket
+        rates = set() if b is None else {b.within, b.over} - {None}
+        return [p for p in self.probes if p.verdict is not None and p.step.rate in rates]
+
     def describe(self) -> str:
         """The result in words, with its precision."""
         b, g = self.bracket, self.goal
@@ -202,18 +233,22 @@ class Searches:
         self.results: list[Result] = []
 
     def steps(self) -> Iterator[plans.Step]:
+        """Forks outermost (a plan of several: the runner starts the engines afresh before each),
+        then iterations, scenario, payload and target, as the runner's plans order their steps."""
         self.results = []
-        for i in range(1, self.plan.iterations + 1):
-            shift = (i - 1) % len(self.targets)
-            order = self.targets[shift:] + self.targets[:shift]
-            for scenario in self.plan.scenarios:
-                for payload in self.plan.payloads:
-                    size, file = (payload, None) if isinstance(payload, int) else (payload.size, payload)
-                    for target in order:
-                        result = Result(target, scenario, file.label if file else plans.size_label(size), size, i,
-                                        self.goal)
-                        self.results.append(result)
-                        yield from self._search(result, plans.Step(scenario, size, 0, i, target, None, file))
+        for f in range(1, self.plan.forks + 1):
+            fork = f if self.plan.forks > 1 else None
+            for i in range(1, self.plan.iterations + 1):
+                shift = (i - 1 + f - 1) % len(self.targets)
+                order = self.targets[shift:] + self.targets[:shift]
+                for scenario in self.plan.scenarios:
+                    for payload in self.plan.payloads:
+                        size, file = (payload, None) if isinstance(payload, int) else (payload.size, payload)
+                        for target in order:
+                            result = Result(target, scenario, file.label if file else plans.size_label(size), size,
+                                            i, self.goal)
+                            self.results.append(result)
+                            yield from self._search(result, plans.Step(scenario, size, 0, i, target, None, file, fork))
 
     def _search(self, result: Result, template: plans.Step) -> Iterator[plans.Step]:
         rates = search(self.goal)
@@ -222,7 +257,7 @@ class Searches:
             while True:
                 pool = min(self.plan.pool(rate), self.max_pool or math.inf)
                 step = plans.Step(template.scenario, template.payload_bytes, pool, template.iteration,
-                                  template.target, rate, template.payload_file)
+                                  template.target, rate, template.payload_file, template.fork)
                 yield step
                 probe = self._probe(len(result.probes) + 1, phase, step)
                 result.probes.append(probe)
@@ -239,9 +274,9 @@ class Searches:
         run = load_run(self.dir)
         [measured] = [s for s in run.steps if s.dir == probe.step_dir]
         poisson = self.plan.arrivals == "poisson"
-        for row, _ in analyse_step(run, measured):
+        for row, histograms in analyse_step(run, measured):
             probe.rows.append(row)
-            probe.verdicts.append(judge(row, self.goal, poisson))
+            probe.verdicts.append(judge(row, self.goal, poisson, histograms.latency))
         several = len(probe.rows) > 1
         reasons = tuple(reason + (f" (test {row['test']})" if several else "")
                         for row, v in zip(probe.rows, probe.verdicts) for reason in v.reasons)
@@ -265,25 +300,57 @@ def replay(run_dir: Path, plan: plans.Plan, targets: list[str], max_pool: int | 
 
 # --- tables and graphs ---------------------------------------------------------------------------
 
-PROBE_COLUMNS = ("target", "scenario", "payload", "iteration", "probe", "phase", "rate", "users", "window_s", "starts",
-                 "start_rate", "tps", "error_percent", "lat_p50_ms", "lat_p90_ms", "lat_p99_ms", "max_lag_ms",
-                 "behind_schedule", "bottlenecks", "verdict", "reasons", "step_dir")
-RESULT_COLUMNS = ("target", "scenario", "payload", "iteration", "p99_goal_ms", "max_error_percent",
+PROBE_COLUMNS = ("target", "scenario", "payload", "iteration", "fork", "probe", "phase", "rate", "users", "window_s",
+                 "starts", "start_rate", "allowed_deviation", "tps", "error_percent", "lat_p50_ms", "lat_p90_ms",
+                 "lat_p99_ms", "max_lag_ms", "behind_schedule", "bound", "bottlenecks", "verdict", "reasons", "valid",
+                 "step_dir")
+RESULT_COLUMNS = ("target", "scenario", "payload", "iteration", "fork", "p99_goal_ms", "max_error_percent",
                   "rate_tolerance_percent", "precision_percent", "arrivals", "capacity_rate", "over_rate",
-                  "bracket_percent", "probes", "result")
+                  "bracket_percent", "probes", "result", "valid")
+# Validity warnings that say nothing of whether a probe measured the target: the rule itself (a probe
+# over for its errors or its schedule is judged so), and idle threads (a probe's pool holds twice the
+# requests in flight the goal allows, for the bursts of Poisson arrivals: its idle threads are that room).
+RULE_KINDS = {"errors", "behind-schedule", "no-transactions", "idle-threads"}
 
 
-def probe_rows(searches: Searches) -> list[dict]:
-    """probes.csv: every probe of every search, in order, with the figures it was judged by."""
+def probe_validity(searches: Searches) -> dict[str, list[str]]:
+    """Each measured probe's validity warnings (analysis/validity.py, as the report judges a step),
+    by its step folder, without RULE_KINDS: a client at its limit, a drifting window, arrivals that
+    were not Poisson, a busy neighbour."""
+    from esbperf.analysis.stats import summary_frame
+    from esbperf.analysis.validity import step_verdicts, validity_warnings
+    rows = [row for r in searches.results for p in r.probes for row in p.rows]
+    if not rows:
+        return {}
+    run = load_run(searches.dir)
+    named = step_verdicts(validity_warnings({run.plan_name: [run]}, summary_frame(rows), run.roles))
+    return {folder: [k for k in kinds if k not in RULE_KINDS] for (_, folder), kinds in named.items()}
+
+
+def _verdicts(kinds: Iterable[str]) -> str:
+    return ";".join(dict.fromkeys(kinds)) or "yes"
+
+
+def probe_rows(searches: Searches, validity: dict[str, list[str]] | None = None) -> list[dict]:
+    """probes.csv: every probe of every search, in order, with the figures it was judged by, how far
+    its achieved rate could be from the offered one (`allowed_deviation`, /s: rate_allowance) and
+    what the validity warnings say of it (`valid`)."""
+    validity = probe_validity(searches) if validity is None else validity
+    poisson = searches.plan.arrivals == "poisson"
     out = []
     for r in searches.results:
         for p in r.probes:
             row = p.row
+            folder = str(p.step_dir.relative_to(searches.dir))
             out.append({
                 "target": r.target, "scenario": r.scenario, "payload": r.payload_label, "iteration": r.iteration,
-                "probe": p.number, "phase": p.phase, "rate": p.step.rate, "users": p.step.users,
+                "fork": r.fork, "probe": p.number, "phase": p.phase, "rate": p.step.rate, "users": p.step.users,
+                "allowed_deviation": None if row.get("window_s") is None else
+                rate_allowance(p.step.rate, row["window_s"], poisson),
+                "valid": "" if p.verdict is None else _verdicts(validity.get(folder, ())),
                 **{k: row.get(k) for k in ("window_s", "starts", "start_rate", "tps", "error_percent", "lat_p50_ms",
-                                           "lat_p90_ms", "lat_p99_ms", "max_lag_ms", "behind_schedule", "bottlenecks")},
+                                           "lat_p90_ms", "lat_p99_ms", "max_lag_ms", "behind_schedule", "bound",
+                                           "bottlenecks")},
                 "verdict": "not measured" if p.verdict is None else "within" if p.verdict.within else "over",
                 "reasons": "; ".join(p.verdict.reasons) if p.verdict else "",
                 "step_dir": str(p.step_dir.relative_to(searches.dir)),
@@ -291,13 +358,17 @@ def probe_rows(searches: Searches) -> list[dict]:
     return out
 
 
-def result_rows(searches: Searches) -> list[dict]:
-    """capacity.csv: one row per search."""
+def result_rows(searches: Searches, validity: dict[str, list[str]] | None = None) -> list[dict]:
+    """capacity.csv: one row per search; its `valid` says what the validity warnings say of the
+    probes its result rests on (Result.deciding), `yes` when nothing."""
+    validity = probe_validity(searches) if validity is None else validity
     out = []
     for r in searches.results:
         b, g = r.bracket, r.goal
+        kinds = [k for p in r.deciding() for k in validity.get(str(p.step_dir.relative_to(searches.dir)), ())]
         out.append({
             "target": r.target, "scenario": r.scenario, "payload": r.payload_label, "iteration": r.iteration,
+            "fork": r.fork, "valid": _verdicts(kinds) if b else "",
             "p99_goal_ms": g.p99_ms, "max_error_percent": g.max_error_percent,
             "rate_tolerance_percent": 100 * RATE_TOLERANCE, "precision_percent": 100 * g.precision,
             "arrivals": searches.plan.arrivals,
@@ -373,8 +444,9 @@ def write(searches: Searches, out: Path | None = None) -> Path:
     partial = out.parent / f".partial-{out.name}-{os.getpid()}"
     partial.mkdir(parents=True)
     try:
-        _write_csv(partial / "probes.csv", PROBE_COLUMNS, probe_rows(searches))
-        _write_csv(partial / "capacity.csv", RESULT_COLUMNS, result_rows(searches))
+        validity = probe_validity(searches)
+        _write_csv(partial / "probes.csv", PROBE_COLUMNS, probe_rows(searches, validity))
+        _write_csv(partial / "capacity.csv", RESULT_COLUMNS, result_rows(searches, validity))
         for scenario, payload in dict.fromkeys((r.scenario, r.payload_label) for r in searches.results):
             fig = graph(searches, scenario, payload)
             if fig is not None:

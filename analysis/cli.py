@@ -41,6 +41,23 @@ def _done(out: Path, analysis) -> None:
     for w in analysis.warnings:
         click.echo(f"  warning: {w}")
     ratios = analysis.ratios
+    if ratios is not None and ratios.height:
+        from esbperf.analysis.compare import ratio_lines
+
+        # A ratio at a testbed bound is a figure of the testbed, and says so (analysis/bottleneck.py).
+        for line in ratio_lines(ratios, analysis.labels):
+            click.echo(f"  {line}")
+    verdicts = getattr(analysis, "verdicts", None)
+    if ratios is not None and verdicts is not None and verdicts.height:
+        from esbperf.analysis.compare import reference_series
+        from esbperf.analysis.verdicts import lines
+
+        # compare: each series against the reference, judged on the interval of their ratio (verdicts.csv).
+        reference = reference_series(analysis.runs)
+        mine = verdicts.filter(((pl.col("a_run") == reference[0]) & (pl.col("a_target") == reference[1]))
+                               | ((pl.col("b_run") == reference[0]) & (pl.col("b_target") == reference[1])))
+        for line in lines(mine, limit=60):
+            click.echo(f"  verdict: {line}")
     if ratios is not None and "valid" in ratios.columns:
         invalid = ratios.filter((pl.col("valid") != "yes") | (pl.col("valid_reference") != "yes")).height
         if invalid:
@@ -113,6 +130,8 @@ def compare(runs: tuple[Path, ...], out: Path | None, junit: Path | None, markdo
             **limits: str | None) -> None:
     """Overlay RUNS of one plan in the same graphs, with a table of ratios to the first run.
 
+    Each series is judged against the reference on the 95 % interval of their ratio, the engine
+    process as the unit (verdicts.csv; a line each: "... is faster than ... by 12 % (95 %: 6-18 %)").
     For ESB vs baseline give the `direct` run first; for before vs after, the run before.
     Runs of different plans are refused. Default folder: ./compare-<UTC time>.
 

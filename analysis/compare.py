@@ -16,6 +16,7 @@ from typing import Any
 
 import polars as pl
 
+from esbperf.analysis.bottleneck import NAMES as BOUND_NAMES, TESTBED
 from esbperf.analysis.runs import BASELINE_TARGET, Run, label_runs
 from esbperf.core.errors import EsbperfError
 
@@ -84,10 +85,42 @@ def require_series(runs: list[Run]) -> None:
                            "direct target, or its first, is the reference)")
 
 
+def bound_note(bound: str | None, reference: str | None, label: str, reference_label: str) -> str:
+    """What a ratio is a figure of, when a step it compares was bounded by the testbed
+    (analysis/bottleneck.py): `bounded by the link` when both were by the same, else which was
+    (`direct bounded by the back ends`); empty when neither was: then it is about the targets."""
+    mine, theirs = bound in TESTBED, reference in TESTBED
+    if mine and theirs and bound == reference:
+        return f"bounded by {BOUND_NAMES[bound]}"
+    said = ([f"{label} bounded by {BOUND_NAMES[bound]}"] if mine else []) + \
+        ([f"{reference_label} bounded by {BOUND_NAMES[reference]}"] if theirs else [])
+    return ", ".join(said)
+
+
+def ratio_lines(ratios: pl.DataFrame, labels: dict[tuple[str, str], str]) -> list[str]:
+    """One line per compared step, as `esbperf compare` prints them: `proxy 100KB 20 users: camel ÷
+    direct TPS 0.41, mean RT 2.44 — bounded by the link`."""
+    lines = []
+    several_tests = ratios["test"].n_unique() > 1
+    for r in ratios.iter_rows(named=True):
+        load = f"{r['users']} users" if r["rate"] is None else f"{r['rate']:g}/s ({r['users']} threads)"
+        test = f" test {r['test']}" if several_tests and r["test"] is not None else ""
+        figures = ", ".join(f"{name} {r[f'{figure}_ratio']:.2f}" for name, figure in (("TPS", "tps"),
+                                                                                     ("mean RT", "rt_mean_ms"))
+                            if r[f"{figure}_ratio"] is not None)
+        note = r.get("bound_note") or ""
+        lines.append(f"{r['scenario']} {r['payload_label']} {load}{test}: {labels[(r['run'], r['target'])]} ÷ "
+                     f"{labels[(r['run_reference'], r['target_reference'])]} {figures or 'no figure'}"
+                     + (f" — {note}" if note else ""))
+    return lines
+
+
 def ratios(agg: pl.DataFrame, runs: list[Run]) -> pl.DataFrame:
-    """Every series against the reference: figures side by side and their ratio (series / reference)."""
+    """Every series against the reference: figures side by side and their ratio (series / reference),
+    and what bounded each side's step (`bound`, `bound_reference`, `bound_note`)."""
     ref_run, ref_target = reference_series(runs)
-    verdicts = ["valid"] if "valid" in agg.columns else []     # stats.aggregate_verdicts
+    labels = label_runs(runs)
+    verdicts = [c for c in ("valid", "bound") if c in agg.columns]     # stats.aggregate_verdicts, stats.aggregate
     columns = [*STEP_KEYS, "payload_label", "run", "target", *RATIO_FIGURES, *verdicts]
     ref = agg.filter((pl.col("run") == ref_run) & (pl.col("target") == ref_target)).select(columns)
     frames = []
@@ -97,6 +130,10 @@ def ratios(agg: pl.DataFrame, runs: list[Run]) -> pl.DataFrame:
                 continue
             mine = agg.filter((pl.col("run") == run.name) & (pl.col("target") == target)).select(columns)
             joined = mine.join(ref.drop("payload_label"), on=STEP_KEYS, suffix="_reference", nulls_equal=True)
+            if "bound" in verdicts:
+                joined = joined.with_columns(bound_note=pl.Series(
+                    [bound_note(a, b, labels[(run.name, target)], labels[(ref_run, ref_target)])
+                     for a, b in joined.select("bound", "bound_reference").iter_rows()], dtype=pl.String))
             frames.append(joined.with_columns(
                 pl.when(pl.col(f"{f}_reference") != 0).then(pl.col(f) / pl.col(f"{f}_reference"))
                 .alias(f"{f}_ratio") for f in RATIO_FIGURES))
@@ -105,5 +142,5 @@ def ratios(agg: pl.DataFrame, runs: list[Run]) -> pl.DataFrame:
     order = [*STEP_KEYS, "payload_label", "run", "target", "run_reference", "target_reference"]
     out = pl.concat(frames, how="diagonal_relaxed")
     rest = [c for f in RATIO_FIGURES for c in (f, f"{f}_reference", f"{f}_ratio")]
-    rest += [c for v in verdicts for c in (v, f"{v}_reference")]
+    rest += [c for v in verdicts for c in (v, f"{v}_reference")] + (["bound_note"] if "bound" in verdicts else [])
     return out.select(order + rest).sort("scenario", "payload_bytes", "users", "rate", "run", "target", nulls_last=False)

@@ -34,7 +34,8 @@ from xml.sax.saxutils import escape, quoteattr
 
 import polars as pl
 
-from esbperf.analysis.stats import KEYS, PERCENTILES, StepHistograms, distribution_figures, t_quantile
+from esbperf.analysis import forks
+from esbperf.analysis.stats import KEYS, PERCENTILES, StepHistograms, distribution_figures, figure_sample, t_quantile
 from esbperf.core.errors import EsbperfError
 from esbperf.core.steady import min_transactions
 from esbperf.results.histogram import Histogram
@@ -49,6 +50,12 @@ REPLICATES_TEST = ("Student's two-sample t over the iterations (pooled variance,
                    "the interval of the difference excludes zero")
 ORDER_STATISTICS_TEST = ("distribution-free 95 % interval of each run's pooled percentile from order "
                          "statistics (binomial ranks around n·p): the two intervals do not overlap")
+# With two forks or more on both sides the process is the unit, and the limit is judged on the
+# interval, never on the point estimate: a step fails when the whole interval lies beyond the limit,
+# passes when it lies within, and is not judged when it straddles the limit.
+FORKS_TEST = ("with 2+ forks a side, the 95 % interval of NEW ÷ BASE with the engine process as the unit "
+              "(analysis/forks.py: bootstrap over the forks, Student's t with their degrees of freedom): beyond "
+              "the limit as a whole fails, within it as a whole passes, across it is not judged")
 
 
 @dataclass(frozen=True)
@@ -229,6 +236,15 @@ class _Step:
 
     iterations: pl.DataFrame
     pooled: StepHistograms | None
+    step_histograms: dict[tuple, StepHistograms] | None = None   # each iteration's, by (run, step_dir, test)
+
+    @property
+    def forks(self) -> int:
+        """The engine processes that measured the step (summary.csv `fork`; 1 without the column)."""
+        return self.iterations["fork"].n_unique() if "fork" in self.iterations.columns else 1
+
+    def sample(self, figure: str) -> forks.Sample:
+        return figure_sample(self.iterations.to_dicts(), self.step_histograms or {}, figure)
 
     def values(self, figure: str) -> list[float]:
         """The figure of each iteration."""
@@ -350,6 +366,8 @@ def _judge_relative(limit: Limit, run: str, step: str, base: _Step, new: _Step |
                        f"{run}: {step}: {why} (no successful transaction), so no change can be reckoned from it "
                        f"({_figure(a)} → {_figure(b)}): not judged", judged=False)
     change = (b - a) / a * 100
+    if base.forks > 1 and new.forks > 1:
+        return _judge_on_forks(limit, run, step, base, new, a, b, change)
     beyond = change * limit.worse > limit.value
     significant, noise, testable = _noise(limit, base, new, b - a)
     if beyond and not testable:
@@ -363,6 +381,32 @@ def _judge_relative(limit: Limit, run: str, step: str, base: _Step, new: _Step |
     text = (f"{run}: {step}: {limit.label} {'rose' if change >= 0 else 'fell'} {abs(change):.1f} % "
             f"({a:.4g} → {b:.4g}; limit {limit.value:g} %; {noise}" + (f": {verdict}" if verdict else "") + ")")
     return Verdict(run, step, limit, a, b, change, significant, failed, text)
+
+
+def _judge_on_forks(limit: Limit, run: str, step: str, base: _Step, new: _Step, a: float, b: float,
+                    change: float) -> Verdict:
+    """A relative limit with forks on both sides (FORKS_TEST): judged on the interval of NEW ÷ BASE."""
+    found = forks.ratio(new.sample(limit.figure), base.sample(limit.figure))
+    moved = f"{limit.label} {'rose' if change >= 0 else 'fell'} {abs(change):.1f} % ({a:.4g} → {b:.4g}; limit {limit.value:g} %"
+    if not found.has_interval:
+        return Verdict(run, step, limit, a, b, change, None, False,
+                       f"{run}: {step}: {moved}; {found.why_none}: not judged)", judged=False)
+    line = 1 + limit.worse * limit.value / 100          # the limit as a ratio NEW ÷ BASE
+    beyond = found.low > line if limit.worse > 0 else found.high < line
+    within = found.high <= line if limit.worse > 0 else found.low >= line
+    where = (f"95 % interval of the change {forks.signed_percent(found.low - 1)} to "
+             f"{forks.signed_percent(found.high - 1)} % over "
+             f"{base.forks} and {new.forks} forks")
+    significant = not found.low <= 1 <= found.high
+    if beyond:
+        return Verdict(run, step, limit, a, b, change, significant, True, f"{run}: {step}: {moved}; {where}: beyond "
+                                                                          "the limit as a whole)")
+    if within:
+        return Verdict(run, step, limit, a, b, change, significant, False, f"{run}: {step}: {moved}; {where}: within "
+                                                                           "the limit)")
+    return Verdict(run, step, limit, a, b, change, significant, False,
+                   f"{run}: {step}: {moved}; {where}: across the limit, so the forks cannot tell; more forks "
+                   "would (docs/regression-gate.md): not judged)", judged=False)
 
 
 def _figure(value: float | None) -> str:
@@ -397,8 +441,9 @@ def compare_runs(data: Figures, base_run: str, new_run: str, limits: list[Limit]
                                    for k, v in zip(keys, step_keys)])
         new_step = new.filter(match)
         compared += not new_step.is_empty()
-        mine = _Step(base_step, _pooled(data, base_step))
-        theirs = None if new_step.is_empty() else _Step(new_step, _pooled(data, new_step))
+        iterations = getattr(data, "step_histograms", None)
+        mine = _Step(base_step, _pooled(data, base_step), iterations)
+        theirs = None if new_step.is_empty() else _Step(new_step, _pooled(data, new_step), iterations)
         name = step_name(base_step.row(0, named=True))
         invalid = invalid_steps({"the base run": base_step, "the new run": new_step})
         verdicts += [_noted(_judge_relative(limit, new_run, name, mine, theirs), invalid) for limit in limits]
@@ -501,7 +546,7 @@ def noise_tests(limits: list[Limit]) -> list[str]:
     return ([f"TPS and mean: {REPLICATES_TEST}"] if any(lim.figure not in PERCENTILE_FIGURES for lim in relative)
             else []) + \
         ([f"percentiles: {ORDER_STATISTICS_TEST}"] if any(lim.figure in PERCENTILE_FIGURES for lim in relative)
-         else [])
+         else []) + ([f"forks: {FORKS_TEST}"] if relative else [])
 
 
 def write_atomically(path: Path, text: str) -> None:

@@ -2,10 +2,11 @@
 
 A graph is first built as data (Graph -> Panel -> Series) and only then drawn, so tests and the
 report work with the numbers behind a graph, not its pixels. In the SVG each series' line is the
-group `series-<label>`, its error bars `errorbars-<label>`, and its marks `bottleneck-<label>`
-(a host saturated), `errors-<label>` (failed transactions), `behind-<label>` (an open-model
-pool that could not keep its schedule) and `invalid-<label>` (hollow: a step a validity warning
-names, summary.csv's `valid`).
+group `series-<label>`, its error bars `errorbars-<label>`, and its marks `bound-<kind>-<label>`
+(a step bounded by the testbed: `link`, `backends`, `client`; analysis/bottleneck.py),
+`errors-<label>` (failed transactions), `behind-<label>` (an open-model pool that could not keep
+its schedule) and `invalid-<label>` (hollow: a step a validity warning names, summary.csv's
+`valid`).
 
 Bars: on figures of the pooled data of all iterations (response times, percentiles, latency) the
 range of the per-iteration values; on figures averaged over iterations (TPS, CPU, network) the
@@ -36,7 +37,7 @@ from matplotlib.figure import Figure  # noqa: E402  (after choosing the backend)
 
 import polars as pl  # noqa: E402
 
-from esbperf.analysis.bottleneck import THRESHOLD_PERCENT  # noqa: E402
+from esbperf.analysis.bottleneck import NAMES as BOUND_NAMES, TESTBED, THRESHOLD_PERCENT  # noqa: E402
 from esbperf.analysis.runs import BASELINE_TARGET  # noqa: E402
 from esbperf.analysis.stats import KEYS, MIN_ITERATIONS_FOR_CI, POOLED, ROLES, StepHistograms  # noqa: E402
 from esbperf.core.steady import percentile_measured  # noqa: E402
@@ -48,6 +49,7 @@ PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e
 BASELINE_COLOR = "#222222"
 ERRORS_COLOR = "#ff7f0e"
 BEHIND_COLOR = "#7b2cbf"
+BOUND_COLOR = "#555555"
 # What the bars are, per kind of point (Series.bar_kinds), as each graph says under its x axis.
 CI_BARS = "bars: 95 % confidence interval over iterations"
 ITERATION_RANGE_BARS = (f"bars: range of the iterations (min–max): fewer than {MIN_ITERATIONS_FOR_CI}, "
@@ -70,10 +72,13 @@ PANEL_WIDTH, PANEL_HEIGHT = 3.6, 3.6
 # data reaches this share of it (the panel's title names the capacity anyway).
 LIMIT_SHOWN_FROM = 0.25
 
-# How each kind of step is marked on every graph (on top of its point).
+# How each kind of step is marked on every graph (on top of its point). A step bounded by the
+# testbed is a true measurement of a testbed limit, not a wrong one: a grey outline, one shape per
+# limit (analysis/bottleneck.py), never red.
+BOUND_MARKS = {kind: dict(s=150, marker=marker, facecolors="none", edgecolors=BOUND_COLOR, linewidths=1.3,
+                          label=f"bounded by {BOUND_NAMES[kind]}")
+               for kind, marker in zip(TESTBED, ("^", "D", "h"))}
 MARKS = {
-    "bottleneck": dict(s=170, facecolors="none", edgecolors="red", linewidths=1.6,
-                       label="bottleneck: not an ESB measurement"),
     "errors": dict(s=70, marker="x", color=ERRORS_COLOR, linewidths=1.8,
                    label="failed transactions (not in TPS nor response times)"),
     "behind": dict(s=90, marker="v", facecolors="none", edgecolors=BEHIND_COLOR, linewidths=1.6,
@@ -94,7 +99,7 @@ class Series:
     x: list[float]
     y: list[float | None]
     err: list[tuple[float, float] | None]   # (down, up) bar lengths; None where one iteration
-    bottleneck: list[bool]
+    bound: list[str | None]             # per point: the step's bound (analysis/bottleneck.py BOUNDS)
     errors: list[bool] = field(default_factory=list)    # steps with failed transactions
     behind: list[bool] = field(default_factory=list)    # open model: the pool fell behind its schedule
     baseline: bool = False             # the no-ESB `direct` target
@@ -223,7 +228,7 @@ def _series(rows: pl.DataFrame, x: str, y: str, labels: dict[tuple[str, str], st
         test = f", {test_label(g.row(0, named=True))}" if per_test else ""
         err, kinds = _bars(g, y)
         out.append(Series(label=label + pool + test + suffix, x=[v / x_divisor for v in g[x].to_list()],
-                          y=g[y].to_list(), err=err, bottleneck=g["bottleneck"].to_list(),
+                          y=g[y].to_list(), err=err, bound=g["bound"].to_list(),
                           errors=g["has_errors"].to_list(), behind=g["behind_schedule"].to_list(),
                           baseline=key[1] == BASELINE_TARGET, color_key=label + pool + test, linestyle=linestyle,
                           bar_kinds=kinds, spread=_spread(g, y), invalid=_invalid(g)))
@@ -349,7 +354,7 @@ def host_graphs(sweep: pl.DataFrame, stem: str, scenario: str, sweep_name: str, 
     sweep = one_per_step(sweep)
     graphs = []
     cpu_panels = [Panel(role, _series(sweep, x, f"{role}_cpu_mean", labels, div), limit=THRESHOLD_PERCENT,
-                        limit_label="bottleneck threshold") for role in roles]
+                        limit_label="saturated above") for role in roles]
     graphs.append(Graph(f"{stem}-cpu-vs-{sweep_name}", f"{scenario}: CPU per host {vs} (mean over the window)",
                         ylabel="CPU (% of all cores)", panels=[p for p in cpu_panels if p.series], ymax=100,
                         **common))
@@ -433,7 +438,7 @@ def percentile_graph(rows: pl.DataFrame, scenario: str, labels: dict[tuple[str, 
         series.append(Series(label, [nines(p) for p in PERCENTILE_POINTS],
                              [hist.response.percentile(p) / 1000 if percentile_measured(p, hist.response.n) else None
                               for p in PERCENTILE_POINTS], [None] * n,
-                             [r["bottleneck"]] * n, [r["has_errors"]] * n, [False] * n,
+                             [r["bound"]] * n, [r["has_errors"]] * n, [False] * n,
                              r["target"] == BASELINE_TARGET, label, invalid=[r.get("valid", "yes") != "yes"] * n))
     if not series:
         return None
@@ -465,7 +470,7 @@ def series_graphs(summary: pl.DataFrame, step_histograms: dict[tuple, StepHistog
                 at = [i for i, t in enumerate(seconds) if keep(t)]
                 if at:
                     parts.append(Series(f"{label} {part}", [seconds[i] for i in at], [values[i] for i in at],
-                                        [None] * len(at), [False] * len(at), color_key=label, linestyle=style))
+                                        [None] * len(at), [None] * len(at), color_key=label, linestyle=style))
             panels.append(Panel(title, parts))
         test = f" test {r['test']}" if r["step_tests"] > 1 else ""
         # Two panels are 7.2 inches wide: the title wraps at what fits them.
@@ -525,8 +530,14 @@ def figure(graph: Graph, colors: dict[str, str]) -> Figure:
                 bars = ax.errorbar(s.x, ys, yerr=[down, up], fmt="none", ecolor=color, capsize=3, linewidth=1)
                 for collection in bars.lines[2]:        # the vertical bars
                     collection.set_gid(f"errorbars-{slug(s.label)}")
-            for kind, flags, style in (("bottleneck", s.bottleneck, MARKS["bottleneck"]),
-                                       ("errors", s.errors, MARKS["errors"]), ("behind", s.behind, MARKS["behind"])):
+            for bound, style in BOUND_MARKS.items():
+                at = [(x, y) for x, y, b in zip(s.x, ys, s.bound) if b == bound and not math.isnan(y)]
+                if at:
+                    mark = ax.scatter(*zip(*at), zorder=5, label=None if bound in marked else style["label"],
+                                      **{k: v for k, v in style.items() if k != "label"})
+                    mark.set_gid(f"bound-{bound}-{slug(s.label)}")
+                    marked.add(bound)
+            for kind, flags, style in (("errors", s.errors, MARKS["errors"]), ("behind", s.behind, MARKS["behind"])):
                 flagged = [(x, y) for x, y, b in zip(s.x, ys, flags) if b and not math.isnan(y)]
                 if flagged:
                     mark = ax.scatter(*zip(*flagged), zorder=5, label=None if kind in marked else style["label"],

@@ -24,6 +24,7 @@ at once with numpy: a step has hundreds of thousands of (second, bucket) counts.
 from __future__ import annotations
 
 import base64
+import re
 import struct
 import time
 import zlib
@@ -270,3 +271,79 @@ def write_hlogs(analysis: "Analysis", folder: Path) -> list[StepLog]:
             key = (run.name, str(step.dir.relative_to(run.dir)))
             written += write_step_hlogs(run, step, tests[key], rt_sources[key], target)
     return written
+
+
+# --- reading them back (a published round keeps its distributions as these logs only) --------------
+
+def _value_of(index: int) -> int:
+    """The lowest value of HdrHistogram's counts-array index (counts_index's inverse): esbperf's bucket."""
+    if index < EXACT_BELOW:
+        return index
+    shift = index // SUB_BUCKET_HALF - 1
+    return (index - shift * SUB_BUCKET_HALF) << shift
+
+
+def decode(text: str) -> dict[int, int]:
+    """A compressed V2 histogram (base64 text, as encode writes it) as {bucket's lowest µs: count}."""
+    raw = base64.b64decode(text)
+    cookie, length = COMPRESSED_HEADER.unpack_from(raw)
+    if cookie != COMPRESSED_COOKIE:
+        raise EsbperfError(f"hlog: not a compressed V2 histogram (cookie {cookie:#x})")
+    inflated = zlib.decompress(raw[COMPRESSED_HEADER.size:COMPRESSED_HEADER.size + length])
+    _, size, offset, *_ = HEADER.unpack_from(inflated)
+    payload = inflated[HEADER.size:HEADER.size + size]
+    counts: dict[int, int] = {}
+    index, at = offset, 0
+    while at < len(payload):
+        word, shift = 0, 0
+        for j in range(9):             # LEB128, the 9th byte whole
+            byte = payload[at]
+            at += 1
+            word |= (byte if j == 8 else byte & 0x7F) << shift
+            shift += 7
+            if j < 8 and not byte & 0x80:
+                break
+        word = (word >> 1) ^ -(word & 1)
+        if word < 0:
+            index -= word              # a run of zeros
+        else:
+            if word:
+                counts[_value_of(index)] = counts.get(_value_of(index), 0) + word
+            index += 1
+    return counts
+
+
+_NAMED = re.compile(r"^#\[esbperf [^:]*: .* of run (?P<run>.*), step (?P<step>[^,\]]*)(?:, Grinder test (?P<test>\d+))?\]$")
+
+
+def read_log(text: str) -> tuple[str, str, int | None, Histogram]:
+    """One .hlog of write_step_hlogs: (run, step folder, Grinder test or None, its intervals added up).
+    The histogram keeps the buckets, not the exact sums: its min is its lowest bucket's bound."""
+    lines = text.splitlines()
+    named = _NAMED.match(lines[0]) if lines else None
+    if named is None:
+        raise EsbperfError("hlog: not one of esbperf's logs (its first line names no run and step)")
+    counts: dict[int, int] = {}
+    for line in lines:
+        if line and not line.startswith(("#", '"')):
+            for lo, n in decode(line.rsplit(",", 1)[1]).items():
+                counts[lo] = counts.get(lo, 0) + n
+    h = Histogram()
+    if counts:
+        lows = sorted(counts)
+        h.add_buckets(lows, [counts[lo] for lo in lows], [0] * len(lows), [0] * len(lows), lows[0], lows[-1])
+    test = named.group("test")
+    return named.group("run"), named.group("step"), None if test is None else int(test), h
+
+
+def read_archive(path: Path) -> dict[tuple[str, str, int | None], Histogram]:
+    """Every response-time log of a report's hlog.tar.gz (analysis/round.py packs it), by (run, step
+    folder, test): the test is None where the step had one (its only test, which the log does not name)."""
+    import tarfile
+    out = {}
+    with tarfile.open(path, "r:gz") as tar:
+        for member in tar:
+            if member.isfile() and member.name.endswith("-response.hlog"):
+                run, step, test, h = read_log(tar.extractfile(member).read().decode("ascii"))
+                out[(run, step, test)] = h
+    return out

@@ -31,7 +31,7 @@ th, td { border: 1px solid #ccc; padding: .2em .5em; text-align: right; vertical
 th { background: #f0f0f0; } td.text, th.text, td.value, th.value { text-align: left; }
 td.value { overflow-wrap: anywhere; min-width: 12em; }
 .table-wrap { max-width: 100%; overflow-x: auto; margin: .5em 0 1em; } .table-wrap table { margin: 0; }
-tr.bottleneck td { background: #fde8e8; }
+tr.flagged td { background: #fde8e8; }
 tr.invalid td { font-style: italic; }
 .warnings { background: #fff6e0; border: 1px solid #e0c070; padding: .3em 1em; }
 .warnings details, .warnings p { margin: .4em 0; } .warnings summary { cursor: pointer; }
@@ -211,9 +211,35 @@ def _xcheck_cells(r: dict) -> list[str]:
 XCHECK_HEADERS = ["wrk TPS", "TPS ÷ wrk", "wrk mean / p50 / p99 ms", "mean − wrk ms"]
 
 
+# A step's bound in a table cell (analysis/bottleneck.py BOUNDS).
+BOUND_CELLS = {"client": "client", "link": "link", "backends": "back ends", "engine": "engine", "none": "none"}
+
+
+def bound_cell(r: dict) -> str:
+    """What bounded the step (`bound`), with how many of its iterations when not all, and the
+    figures it was decided from as the cell's title; a dash when no monitor was read."""
+    kind = r.get("bound")
+    if not kind:
+        return "–"
+    some = r.get("bound_iterations")
+    text = BOUND_CELLS[kind] + (f" ({some} of {r['iterations']})" if some and some < r["iterations"] else "")
+    why = r.get("bound_by") or ""
+    return f"<span title=\"{escape(why)}\">{escape(text)}</span>" if why else escape(text)
+
+
+def _bound_note(agg: pl.DataFrame) -> str:
+    """What the bound column says, when a step of the table has one."""
+    if "bound" not in agg.columns or agg["bound"].is_null().all():
+        return ""
+    return ("<p class=\"muted\">Bound: what saturated during the step (its title: the figures it was decided "
+            "from). <em>engine</em>: the target's own processes at their host's cores; <em>none</em>: nothing "
+            "saturated. <em>link</em>, <em>back ends</em>, <em>client</em>: a limit of the testbed, so the step "
+            "measures that limit, not the target; it is not invalid for that (a client at its limit is, and says "
+            "so in the validity warnings).</p>")
+
+
 def _marks(r: dict) -> list[str]:
-    return (["bottleneck: " + r["bottlenecks"]] if r["bottleneck"] else []) + \
-        (["errors"] if r["has_errors"] else []) + (["behind schedule"] if r["behind_schedule"] else []) + \
+    return (["errors"] if r["has_errors"] else []) + (["behind schedule"] if r["behind_schedule"] else []) + \
         (["cross-check failed"] if r["xcheck_failed"] else []) + \
         ([f"not valid: {_kinds(r['valid'])}"] if r.get("valid", "yes") != "yes" else [])
 
@@ -225,9 +251,9 @@ def _kinds(valid: str) -> str:
 
 
 def _row_class(r: dict, flagged: bool) -> str:
-    """A table row's classes: `bottleneck` (red) when `flagged`, `invalid` (italic) when a validity
+    """A table row's classes: `flagged` (red) when `flagged`, `invalid` (italic) when a validity
     warning names the step."""
-    return " ".join((["bottleneck"] if flagged else []) + (["invalid"] if r.get("valid", "yes") != "yes" else []))
+    return " ".join((["flagged"] if flagged else []) + (["invalid"] if r.get("valid", "yes") != "yes" else []))
 
 
 def _percentile(analysis: "Analysis", r: dict, kind: str, name: str) -> str:
@@ -267,7 +293,7 @@ def _scenario_table(analysis: "Analysis", runs: list[Run], scenario: str) -> str
     headers = ["series", *(["test"] if per_test else []), "payload", "users", "iterations", "threads seen", "TPS",
                "mean RT ms", "p50", "p90", "p99", "p99.9", "errors %", "failed: mean ms", "failed: p99 ms",
                *(XCHECK_HEADERS if crosschecked else []), "ESB host CPU %", "ESB JVM CPU % of a core",
-               "ESB GC throughput %", "ESB GC p99 pause ms", "marks"]
+               "ESB GC throughput %", "ESB GC p99 pause ms", "bound", "marks"]
     rows, classes = [], []
     for r in agg.iter_rows(named=True):
         rows.append([escape(analysis.labels[(r["run"], r["target"])]), *_test_cells(r, per_test),
@@ -279,10 +305,10 @@ def _scenario_table(analysis: "Analysis", runs: list[Run], scenario: str) -> str
                      *(_xcheck_cells(r) if crosschecked else []),
                      _averaged(r, "esb_cpu_mean"), _averaged(r, "esb_proc_cpu_mean"),
                      _averaged(r, "esb_gc_throughput_percent", 2), _averaged(r, "esb_gc_pause_p99_ms", 2),
-                     escape("; ".join(_marks(r))) or "no"])
-        classes.append(_row_class(r, r["bottleneck"] or r["xcheck_failed"]))
+                     bound_cell(r), escape("; ".join(_marks(r))) or "no"])
+        classes.append(_row_class(r, r["xcheck_failed"]))
     return (_spread_note(agg) + table(headers, rows, 4 if per_test else 3, classes, text_last=True)
-            + _not_measured_note())
+            + _bound_note(agg) + _not_measured_note())
 
 
 def _open_table(analysis: "Analysis", runs: list[Run], scenario: str) -> str:
@@ -296,7 +322,7 @@ def _open_table(analysis: "Analysis", runs: list[Run], scenario: str) -> str:
     headers = ["series", *(["test"] if per_test else []), "payload", "offered /s", "threads", "iterations",
                "started /s", "TPS", "latency p50 ms",
                "latency p99 ms", "latency p99.9 ms", "service p50 ms", "service p99 ms", "late starts %",
-               "never started", "max lag ms", "errors %", "marks"]
+               "never started", "max lag ms", "errors %", "bound", "marks"]
     rows, classes = [], []
     for r in agg.iter_rows(named=True):
         rows.append([escape(analysis.labels[(r["run"], r["target"])]), *_test_cells(r, per_test),
@@ -305,9 +331,9 @@ def _open_table(analysis: "Analysis", runs: list[Run], scenario: str) -> str:
                      *(_percentile(analysis, r, "lat", p) for p in ("p50", "p99", "p99_9")),
                      *(_percentile(analysis, r, "rt", p) for p in ("p50", "p99")),
                      _spread(r, "late_start_percent", 2), _averaged(r, "never_started"), _spread(r, "max_lag_ms", 1),
-                     _spread(r, "error_percent", 2),
+                     _spread(r, "error_percent", 2), bound_cell(r),
                      escape("; ".join(_marks(r))) or "no"])
-        classes.append(_row_class(r, r["bottleneck"] or r["behind_schedule"]))
+        classes.append(_row_class(r, r["behind_schedule"]))
     return ("<p class=\"muted\">Open model: requests due at a fixed rate. Latency counts from each request's "
             "due start (corrected for coordinated omission), of every request due in the window: failed ones, and "
             "those never started (counted with the wait they had reached at the window's end); the service time "
@@ -315,7 +341,7 @@ def _open_table(analysis: "Analysis", runs: list[Run], scenario: str) -> str:
             "started late or never.</p>"
             f"<p>{OPEN_NOT_CROSSCHECKED}</p>"
             + _spread_note(agg) + table(headers, rows, 3 if per_test else 2, classes, text_last=True)
-            + _not_measured_note())
+            + _bound_note(agg) + _not_measured_note())
 
 
 OPEN_NOT_CROSSCHECKED = ("Open-model steps are not cross-checked against wrk: wrk keeps a fixed number of "
@@ -342,16 +368,30 @@ def _ratios_section(analysis: "Analysis") -> str:
                 "<p>No step (scenario, payload, users) is common to the runs.</p>")
     label = analysis.labels
     headers = ["scenario", "payload", "users", "rate", "series", "TPS", "TPS ratio", "mean RT ms", "RT ratio",
-               "p99 ms", "p99 ratio", "ESB CPU %", "CPU ratio", "valid (series / reference)"]
+               "p99 ms", "p99 ratio", "ESB CPU %", "CPU ratio", "valid (series / reference)",
+               "bound (series / reference)"]
     rows = [[escape(r["scenario"]), escape(r["payload_label"]), fmt(r["users"]), fmt(r["rate"]),
              escape(label[(r["run"], r["target"])]),
              fmt(r["tps"]), fmt(r["tps_ratio"], 3), fmt(r["rt_mean_ms"], 2), fmt(r["rt_mean_ms_ratio"], 3),
              fmt(r["rt_p99_ms"]), fmt(r["rt_p99_ms_ratio"], 3), fmt(r["esb_cpu_mean"]),
-             fmt(r["esb_cpu_mean_ratio"], 3), _validity_pair(r)] for r in ratios.iter_rows(named=True)]
+             fmt(r["esb_cpu_mean_ratio"], 3), _validity_pair(r), _bound_pair(r)]
+            for r in ratios.iter_rows(named=True)]
     return (f"<h2 id=\"ratios\">Ratios to {escape(reference)}</h2>"
             "<p>Each series' figures (iterations pooled) divided by the reference's, step by step "
-            "(ratios.csv). TPS ratio &gt; 1 and RT ratio &lt; 1 mean better than the reference.</p>"
-            + table(headers, rows, 5))
+            "(ratios.csv). TPS ratio &gt; 1 and RT ratio &lt; 1 mean better than the reference. A ratio of "
+            "steps bounded by the testbed (link, back ends, client) is a figure of the testbed, not of the "
+            "targets: its bound column says which.</p>"
+            + table(headers, rows, 5, text_last=True))
+
+
+def _bound_pair(r: dict) -> str:
+    """A ratio row's bounds: what bounded the series' step and the reference's, and the note when a
+    testbed limit makes the ratio a figure of the testbed (compare.bound_note)."""
+    if "bound" not in r:
+        return "–"
+    pair = f"{BOUND_CELLS.get(r['bound'], '–')} / {BOUND_CELLS.get(r['bound_reference'], '–')}"
+    note = r.get("bound_note")
+    return escape(f"{pair}: {note}" if note else pair)
 
 
 def _validity_pair(r: dict) -> str:
@@ -372,6 +412,34 @@ def _series_section(analysis: "Analysis", folder: Path, embed: bool) -> str:
             "seconds), the measurement window solid.</p>" + f"<div class=\"graphs\">{figures}</div>")
 
 
+def _verdicts_section(analysis: "Analysis") -> str:
+    """Every pair of series at every step they share, one sentence per figure (verdicts.csv), and
+    how many forks and iterations would resolve a difference of 5 % and 10 % (forks.repetitions)."""
+    verdicts = getattr(analysis, "verdicts", None)
+    advice = getattr(analysis, "advice", None) or []
+    if (verdicts is None or not verdicts.height) and not advice:
+        return ""
+    out = ["<h2 id=\"verdicts\">Verdicts</h2>"]
+    if verdicts is not None and verdicts.height:
+        one_fork = bool(verdicts["one_fork"].any())
+        out.append("<p class=\"muted\">Each pair of series at each step, judged on the 95 % interval of the ratio "
+                   "of their figures with the engine process as the unit (the forks; docs/analysis.md, \"Forks: "
+                   "the process as the unit\"): a difference is named only when its interval leaves out a ratio of 1"
+                   + ("; with one fork the interval is over the iterations of one process and leaves out the "
+                      "variance between processes, which the sentence says" if one_fork else "")
+                   + ". Nothing here is ranked on point estimates (<a href=\"verdicts.csv\">verdicts.csv</a>).</p>")
+        rows = [[escape(r["scenario"]), escape(r["payload_label"]),
+                 escape(f"{r['rate']:g}/s" if r["model"] == "open" and r["rate"] else str(r["users"])),
+                 escape(r["figure"]), escape(r["sentence"])] for r in verdicts.iter_rows(named=True)]
+        out.append(table(["scenario", "payload", "load", "figure", "verdict"], rows, 5))
+    if advice:
+        out.append("<p>How many forks (engine processes) and iterations each would resolve a difference of "
+                   "5 % and 10 % in TPS at 95 %, from this run's own variance at each level (Kalibera &amp; "
+                   "Jones' optimum; docs/analysis.md):</p><ul>"
+                   + "".join(f"<li>{escape(a.describe())}</li>" for a in advice) + "</ul>")
+    return "".join(out)
+
+
 def render(analysis: "Analysis", kind: str, folder: Path, embed_graphs: bool = True) -> str:
     labels = ", ".join(dict.fromkeys(r.label for r in analysis.runs))
     parts = [
@@ -385,6 +453,7 @@ def render(analysis: "Analysis", kind: str, folder: Path, embed_graphs: bool = T
         "<a href=\"hlog/\">hlog/</a> (each step's HdrHistogram interval logs, one histogram a second).</p>",
         _warnings_section(analysis),
         _ratios_section(analysis),
+        _verdicts_section(analysis),
         _series_section(analysis, folder, embed_graphs),
     ]
     for plan, runs in analysis.plans.items():

@@ -26,6 +26,7 @@ from esbperf.analysis.runs import Run, label_runs, load_runs
 from esbperf.analysis.stats import (StepHistograms, aggregate, aggregate_verdicts, analyse_steps, summary_frame,
                                     with_verdicts)
 from esbperf.analysis.validity import step_verdicts, validity_warnings
+from esbperf.analysis.verdicts import advice, costs, judge_pairs
 from esbperf.core.errors import EsbperfError
 from esbperf.core.roles import ordered as ordered_roles
 from esbperf.results.histogram import export_frame
@@ -49,6 +50,8 @@ class Analysis:
     graphs: list[graphing.Graph]
     warnings: list[str]
     series_graphs: list[graphing.Graph] = field(default_factory=list)   # steps that drifted: their intervals
+    verdicts: pl.DataFrame | None = None             # every pair of series per step and figure (verdicts.py)
+    advice: list = field(default_factory=list)      # forks and iterations a difference needs (verdicts.advice)
 
 
 def analyse(run_dirs: list[Path], with_ratios: bool = False) -> Analysis:
@@ -88,7 +91,8 @@ def analyse(run_dirs: list[Path], with_ratios: bool = False) -> Analysis:
                 graphs.append(g)
     ratios = comparing.ratios(agg, runs) if with_ratios else None
     return Analysis(runs, plans, roles, summary, agg, step_histograms, pooled, labels, ratios, graphs, warnings,
-                    graphing.series_graphs(summary, step_histograms, labels))
+                    graphing.series_graphs(summary, step_histograms, labels),
+                    judge_pairs(summary, step_histograms, labels, agg), advice(summary, *costs(runs)))
 
 
 def histograms_frame(step_histograms: dict[tuple, StepHistograms]) -> pl.DataFrame:
@@ -155,6 +159,8 @@ def build_report(run_dirs: list[Path], out: Path | None = None, compare: bool = 
         write_hlogs(analysis, partial / HLOG_FOLDER)
         if analysis.ratios is not None:
             analysis.ratios.write_csv(partial / "ratios.csv", float_precision=CSV_DECIMALS)
+        if analysis.verdicts is not None and analysis.verdicts.height:
+            analysis.verdicts.write_csv(partial / "verdicts.csv", float_precision=CSV_DECIMALS)
         graphing.draw_all(analysis.graphs + analysis.series_graphs, partial / "graphs")
         (partial / "report.html").write_text(render(analysis, kind, partial, embed_graphs), encoding="utf-8")
         if out.exists():

@@ -34,7 +34,13 @@ class Step:
     def key(self) -> tuple:
         """What identifies a step within a run."""
         m = self.meta
-        return (m["scenario"], m["target"], m["payload_bytes"], m["users"], self.rate, m["iteration"])
+        return (m["scenario"], m["target"], m["payload_bytes"], m["users"], self.rate, self.fork, m["iteration"])
+
+    @property
+    def fork(self) -> int:
+        """The engine process (fork) that measured the step: 1, 2, … (step.json `fork`; 1 when absent,
+        as in every run before forks): its iterations are nested in it (analysis/forks.py)."""
+        return self.meta.get("fork", 1)
 
     @property
     def model(self) -> str:
@@ -136,6 +142,9 @@ def _check_step(path: Path, meta: dict[str, Any]) -> None:
         value = meta.get(name)
         if not isinstance(value, kind) or isinstance(value, bool):
             raise EsbperfError(f"{path}: field '{name}' must be {kind.__name__}, got {value!r}")
+    fork = meta.get("fork", 1)
+    if not isinstance(fork, int) or isinstance(fork, bool) or fork < 1:
+        raise EsbperfError(f"{path}: field 'fork' must be a whole number from 1 (the engine process), got {fork!r}")
     if meta.get("model") not in (None, "closed", "open"):
         raise EsbperfError(f"{path}: field 'model' must be 'closed' or 'open', got {meta['model']!r}")
     rate = meta.get("rate")

@@ -5,6 +5,7 @@ with 95 % confidence intervals."""
 from __future__ import annotations
 
 import math
+import statistics
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -16,7 +17,7 @@ from esbperf.analysis import bottleneck
 from esbperf.analysis.bottleneck import THRESHOLD_PERCENT  # noqa: F401  (re-exported for graphs and tables)
 from esbperf.analysis.gc import GC_FIGURES, GC_ROLES, GcStats, gc_stats
 from esbperf.analysis.monitor import HostStats, host_stats
-from esbperf.analysis import stalls
+from esbperf.analysis import forks, stalls
 from esbperf.analysis.runs import BASELINE_TARGET, Run, Step
 from esbperf.core.errors import EsbperfError
 from esbperf.core import steady
@@ -114,23 +115,24 @@ NEIGHBOURS_BUSY_PERCENT = steady.NEIGHBOURS_BUSY_PERCENT   # the window's mean, 
 def engine_columns(run: Run, target: str, esb: HostStats | None) -> dict:
     """The esb host's engines apart (run.json `engine_matches`: each engine's --match text): the
     target's own processes (`esb_proc_cpu_*`; none for the baseline) and its neighbours', the
-    engines not under test (`esb_neighbours_cpu_*`, summed per reading). Without the matches (an
-    older run) every watched process counts as the target's, as it did."""
+    engines not under test (`esb_neighbours_cpu_*`: their window means added up, and their sum per
+    reading at most). Without the matches (an older run) every watched process counts as the
+    target's, as it did."""
     matches = run.info.get("engine_matches")
     if esb is None or not isinstance(matches, dict) or not matches:
         return {"esb_neighbours_cpu_mean": None, "esb_neighbours_cpu_max": None}
-    engine = next((t.get("esb") for t in run.info.get("targets") or [] if t.get("name") == target), None)
-    own = matches.get(engine)
+    own = bottleneck.engine_watch(run, target)
     mine = [v for _, v in esb.proc_by_watch.get(own, [])] if own else []
     others: dict[int, float] = {}
     for watch, readings in esb.proc_by_watch.items():
         if watch != own:
             for t, v in readings:
                 others[t] = others.get(t, 0.0) + v
-    neighbours = list(others.values())
-    return {"esb_proc_cpu_mean": sum(mine) / len(mine) if mine else None, "esb_proc_cpu_max": max(mine, default=None),
-            "esb_neighbours_cpu_mean": sum(neighbours) / len(neighbours) if neighbours else None,
-            "esb_neighbours_cpu_max": max(neighbours, default=None)}
+    neighbours = [m for watch, m in esb.proc_mean_by_watch.items() if watch != own]
+    return {"esb_proc_cpu_mean": esb.proc_mean_by_watch.get(own) if own else None,
+            "esb_proc_cpu_max": max(mine, default=None),
+            "esb_neighbours_cpu_mean": sum(neighbours) if neighbours else None,
+            "esb_neighbours_cpu_max": max(others.values(), default=None)}
 
 
 def client_bound(run: Run, step: Step, hosts: dict[str, HostStats]) -> list[str]:
@@ -148,28 +150,10 @@ def client_bound(run: Run, step: Step, hosts: dict[str, HostStats]) -> list[str]
     return found
 
 
-def target_hosts(run: Run, target: str) -> set[str]:
-    """The hosts whose CPU is the target's: the esb host for an ESB, the back ends for the baseline,
-    and any host that shares their cores (on one machine of two cores, the esb host and the back
-    ends share one: their CPU cannot be told apart). Never a load host."""
-    served = [ESB_ROLE] if target != BASELINE_TARGET else list(BACKENDS)
-    hosts = run.hosts()
-    return {role for role in hosts if role != CLIENT and not is_load(role)
-            and (role in served or any(run.share_cores(role, s) for s in served))}
-
-
-def at_capacity(hosts: dict[str, HostStats], target_roles: set[str]) -> list[str]:
-    """The CPU verdicts of the target's own hosts (target_hosts): the target working at its capacity,
-    which a saturation test is meant to reach -- what it measures, not a bottleneck beside it."""
-    return sorted({f"{b['role']}:{b['resource']}" for h in hosts.values() for b in h.bottlenecks
-                   if b["role"] in target_roles and b["resource"] == "cpu"})
-
-
-def bottlenecks(hosts: dict[str, HostStats], target_roles: set[str] = frozenset()) -> list[str]:
-    """The hosts' saturated resources, as 'role:resource': the one rule of
-    esbperf/analysis/bottleneck.py applied to each step's monitor files."""
-    return sorted({f"{b['role']}:{b['resource']}" for h in hosts.values() for b in h.bottlenecks
-                   if not (b["role"] in target_roles and b["resource"] == "cpu")})
+def bottlenecks(hosts: dict[str, HostStats]) -> list[str]:
+    """Every host resource the rule of esbperf/analysis/bottleneck.py found saturated, as
+    'role:resource' (what the step's bound is decided from)."""
+    return sorted({f"{b['role']}:{b['resource']}" for h in hosts.values() for b in h.bottlenecks})
 
 
 def outside_clock_us(run: Run, payload_bytes: int) -> float | None:
@@ -336,7 +320,20 @@ def console_counts(console: dict, test: int | None, several: bool) -> tuple[Any,
 
 
 XCHECK_COLUMNS = ("xcheck_tps", "xcheck_mean_ms", "xcheck_p50_ms", "xcheck_p99_ms", "xcheck_tps_ratio",
-                  "xcheck_mean_diff_ms")
+                  "xcheck_mean_diff_ms", "xcheck_drift", "xcheck_noise")
+# A bracket's two wrk runs (before and after the step, each as long as its window) differ by more
+# than the step's own noise when the target moved: 1.96 x sqrt(2) x the relative standard error of
+# a window's mean TPS (from the window's own intervals), at least this share.
+XCHECK_NOISE_FLOOR = 0.02
+
+
+def bracket_noise(interval_tps: list[float]) -> float | None:
+    """How far two windows as long as the step's may differ in TPS by chance (a share of their
+    mean, 95 %): from the spread of the step's own per-interval TPS; None with fewer than 3."""
+    if len(interval_tps) < 3 or not sum(interval_tps):
+        return None
+    relative_se = statistics.stdev(interval_tps) / statistics.fmean(interval_tps) / math.sqrt(len(interval_tps))
+    return max(XCHECK_NOISE_FLOOR, 1.96 * math.sqrt(2) * relative_se)
 
 
 def xcheck_fails(tps_ratio: float | None, mean_diff_ms: float | None, wrk_mean_ms: float | None) -> bool | None:
@@ -348,13 +345,19 @@ def xcheck_fails(tps_ratio: float | None, mean_diff_ms: float | None, wrk_mean_m
     return slow or (mean_diff_ms is not None and abs(mean_diff_ms) > allowed)
 
 
-def xcheck_columns(step: Step, tps: float, rt_mean_ms: float | None) -> dict[str, Any]:
+def xcheck_columns(step: Step, tps: float, rt_mean_ms: float | None,
+                   interval_tps: list[float] | None = None) -> dict[str, Any]:
     """The wrk cross-check's columns of a step: wrk's figures, esbperf's against them, the verdict,
     or the reason it was skipped; empty when the run was not asked for one. A cross-check whose
     wrk run had errors (non-2xx answers, which wrk counts as requests, and socket errors) is void:
-    its errors are said (`xcheck_errors`), its figures left empty, and it has no verdict."""
+    its errors are said (`xcheck_errors`), its figures left empty, and it has no verdict.
+
+    A bracketed cross-check (wrk before and after the step, esbperf/run/crosscheck.py) is judged
+    against the mean of the two; where they differ by more than the step's own noise
+    (`bracket_noise` of its per-interval TPS) the target moved across the step (`target_drift`),
+    and the step's client is blamed only if it read below XCHECK_MIN_TPS_RATIO of the slower run."""
     row: dict[str, Any] = {**dict.fromkeys(XCHECK_COLUMNS), "xcheck_errors": None, "xcheck_skipped": "",
-                           "xcheck_failed": None}
+                           "xcheck_failed": None, "target_drift": None}
     x = step.xcheck
     if x is None:
         return row
@@ -369,6 +372,15 @@ def xcheck_columns(step: Step, tps: float, rt_mean_ms: float | None) -> dict[str
     row["xcheck_tps_ratio"] = tps / row["xcheck_tps"] if row["xcheck_tps"] else None
     row["xcheck_mean_diff_ms"] = None if rt_mean_ms is None else rt_mean_ms - row["xcheck_mean_ms"]
     row["xcheck_failed"] = xcheck_fails(row["xcheck_tps_ratio"], row["xcheck_mean_diff_ms"], row["xcheck_mean_ms"])
+    before, after = x.get("before"), x.get("after")
+    if x.get("bracketed") and isinstance(before, dict) and isinstance(after, dict) and row["xcheck_tps"]:
+        row["xcheck_drift"] = (float(after["tps"]) - float(before["tps"])) / row["xcheck_tps"]
+        row["xcheck_noise"] = bracket_noise(interval_tps or [])
+        if row["xcheck_noise"] is not None:
+            row["target_drift"] = abs(row["xcheck_drift"]) > row["xcheck_noise"]
+            if row["target_drift"]:   # the target moved: the client fails only below the slower of the two
+                slower = min(float(before["tps"]), float(after["tps"]))
+                row["xcheck_failed"] = bool(slower) and tps / slower < XCHECK_MIN_TPS_RATIO
     return row
 
 
@@ -396,7 +408,10 @@ def step_rows(run: Run, step: Step, logs: LogStats, hosts: dict[str, HostStats],
         low = little(row)[0]
         row["little_users"] = None if low is None else low * row["users"]
         row["little_ratio"] = low
-        row.update(xcheck_columns(step, row["tps"], row["rt_mean_ms"]))
+        seconds, interval_tps, _ = interval_series(part, logs.interval_ms, row["window_s"]) if logs.interval_ms \
+            else ([], [], [])
+        row.update(xcheck_columns(step, row["tps"], row["rt_mean_ms"],
+                                  [t for when, t in zip(seconds, interval_tps) if when >= 0]))
         row.update(stall_columns(part.response, target_cpu_percent(row, roles)))
         row.update(steady_columns(run, step, part, logs, row["window_s"]))
         row.update(shared["end"])
@@ -534,7 +549,7 @@ def _step_columns(run: Run, step: Step, logs: LogStats, hosts: dict[str, HostSta
         "run": run.name, "plan": run.plan_name, "scenario": m["scenario"], "target": m["target"],
         "payload_bytes": m["payload_bytes"], "payload_label": step.payload_label, "users": m["users"],
         "model": step.model, "rate": step.rate,
-        "processes": m.get("processes"), "threads": m.get("threads"), "iteration": m["iteration"],
+        "processes": m.get("processes"), "threads": m.get("threads"), "fork": step.fork, "iteration": m["iteration"],
         "window_s": window_s, "rt_source": logs.rt_source,
     }
     skew_role, skew_change = clock_skew_change(run, step)
@@ -557,14 +572,12 @@ def _step_columns(run: Run, step: Step, logs: LogStats, hosts: dict[str, HostSta
         tail.update(gc_columns(role, (gcs or {}).get(role)))
     if ESB_ROLE in roles:
         tail.update(engine_columns(run, m["target"], hosts.get(ESB_ROLE)))
-    targets = target_hosts(run, m["target"])
-    verdicts = bottlenecks(hosts, targets)
-    bound = client_bound(run, step, hosts)
+    client = client_bound(run, step, hosts)
+    bound = bottleneck.step_bound(run, step, hosts, client)
     end = {"monitor_missing": ";".join(r for r in roles if r not in hosts),
-           "client_bound": bool(bound), "client_bound_by": ";".join(bound),
+           "client_bound": bool(client), "client_bound_by": ";".join(client),
            "monitor_malformed_lines": sum(h.malformed_lines for h in hosts.values()),
-           "bottleneck": bool(verdicts), "bottlenecks": ";".join(verdicts),
-           "at_capacity": ";".join(at_capacity(hosts, targets)),
+           "bound": bound.kind, "bound_by": "; ".join(bound.by), "bottlenecks": ";".join(bottlenecks(hosts)),
            "step_dir": str(step.dir.relative_to(run.dir))}
     return {"head": head, "tail": tail, "end": end}
 
@@ -575,7 +588,8 @@ def analyse_step(run: Run, step: Step, roles: Iterable[str] | None = None) -> li
     logs = log_stats(data_logs(step.dir), step.meta["warmup_end_ms"], step.meta["end_ms"],
                      step_process_rate(step.meta), step_report_interval_ms(step.meta))
     hosts = {role: host_stats(monitor_file(step.dir, role), role, step.link_mbit(role),
-                              step.meta["warmup_end_ms"], step.interface(role), step.meta["end_ms"])
+                              step.meta["warmup_end_ms"], step.interface(role), step.meta["end_ms"],
+                              bottleneck.host_cores(run, step, role))
              for role in roles if monitor_file(step.dir, role).exists()}
     gcs = {role: gc_stats(gc_file(step.dir, role), role, step.meta["warmup_end_ms"], step.meta["end_ms"])
            for role in GC_ROLES if gc_file(step.dir, role).exists()}
@@ -599,30 +613,14 @@ def analyse_steps(run: Run, roles: Iterable[str] | None = None) -> list[list[tup
 def summary_frame(rows: list[dict]) -> pl.DataFrame:
     """summary.csv's rows as a frame with stable types, sorted for reading."""
     frame = pl.DataFrame(rows, infer_schema_length=None)
-    return frame.sort("run", "scenario", "target", "payload_bytes", "users", "rate", "iteration", "test",
+    return frame.sort("run", "scenario", "target", "payload_bytes", "users", "rate", "fork", "iteration", "test",
                       nulls_last=False)
 
 
 @lru_cache(maxsize=None)
-def t_quantile(p: float, df: int) -> float:
-    """Quantile of Student's t distribution, by bisection on its integrated density."""
-    log_c = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
-
-    def density(x: float) -> float:
-        return math.exp(log_c - (df + 1) / 2 * math.log1p(x * x / df))
-
-    def cdf(x: float, steps: int = 2000) -> float:   # Simpson's rule on [0, x]
-        h = x / steps
-        s = density(0) + density(x) + sum((4 if i % 2 else 2) * density(i * h) for i in range(1, steps))
-        return 0.5 + s * h / 3
-
-    lo, hi = 0.0, 1.0
-    while cdf(hi) < p:
-        lo, hi = hi, hi * 2
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if cdf(mid) < p else (lo, mid)
-    return (lo + hi) / 2
+def t_quantile(p: float, df: float) -> float:
+    """Quantile of Student's t distribution (scipy's)."""
+    return forks.t_quantile(p, df)
 
 
 def _numbers(values: Iterable[Any]) -> list[float]:
@@ -635,16 +633,53 @@ def _range(values: Iterable[Any]) -> tuple[float | None, float | None]:
     return (min(xs), max(xs)) if xs else (None, None)
 
 
-def mean_ci(values: Iterable[float | None]) -> tuple[float | None, float | None]:
-    """Mean and half-width of its 95 % confidence interval (None with fewer than 2 values)."""
-    xs = _numbers(values)
-    if not xs:
-        return None, None
-    mean = sum(xs) / len(xs)
-    if len(xs) < 2:
-        return mean, None
-    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1))
-    return mean, t_quantile(0.975, len(xs) - 1) * sd / math.sqrt(len(xs))
+def mean_ci(values: Iterable[float | None], fork_of: Iterable[int] | None = None) -> tuple[float | None, float | None]:
+    """Mean and half-width of its 95 % confidence interval (None with fewer than 2 values), the
+    process as the unit (forks.interval): with the iterations' forks, the mean of the forks' means
+    and Student's t with the forks' degrees of freedom; with one fork, the iterations'."""
+    found = forks.interval(forks.Sample.of_values(values, fork_of))
+    return found.value, found.half_width
+
+
+# Figures taken from a step's iterations as a forks.Sample (one definition for the report's
+# intervals, the verdicts, the gate and a round's page): a replicated figure's values (TPS), or the
+# pooled response times' percentile (mean) of these columns.
+SAMPLED_FROM_HISTOGRAMS = {**{f"rt_{k}_ms": p for k, p in PERCENTILES.items()}, "rt_mean_ms": None}
+# The figures aggregate.csv gives their variance components and (the pooled ones) their interval.
+COMPONENT_FIGURES = ("tps", "rt_p50_ms", "rt_p99_ms")
+
+
+def figure_sample(rows: Iterable[dict], histograms: dict[tuple, "StepHistograms"], figure: str,
+                  left_out: str = "") -> forks.Sample:
+    """A step's `figure` as a forks.Sample: its iterations (summary.csv rows: `fork` (1 when absent),
+    and `run`, `step_dir`, `test` to find each one's distributions in `histograms`)."""
+    rows = list(rows)
+    fork_of = [r.get("fork") or 1 for r in rows]
+    if figure not in SAMPLED_FROM_HISTOGRAMS:
+        return forks.Sample.of_values([r.get(figure) for r in rows], fork_of, left_out)
+    parts = [histograms.get((r["run"], r["step_dir"], r["test"])) for r in rows]
+    return forks.Sample.of_histograms([None if h is None else h.response for h in parts], fork_of,
+                                      SAMPLED_FROM_HISTOGRAMS[figure], left_out, scale=0.001)   # µs to ms
+
+
+def fork_columns(rows: list[dict], histograms: dict[tuple, "StepHistograms"]) -> dict[str, Any]:
+    """aggregate.csv's columns of the process as the unit: `forks`, what the intervals count as
+    units (`interval_over`: forks, or iterations with one fork, which leaves out the variance between
+    processes), and per COMPONENT_FIGURES the variance between forks and within one
+    (`<figure>_var_between`, `<figure>_var_within`: Kalibera & Jones' estimates) and, for the
+    pooled percentiles, their 95 % interval (`<figure>_ci_low`, `<figure>_ci_high`)."""
+    count = len({r.get("fork") or 1 for r in rows})
+    out: dict[str, Any] = {"forks": count,
+                           "interval_over": "forks" if count > 1 else "iterations" if len(rows) > 1 else ""}
+    for figure in COMPONENT_FIGURES:
+        sample = figure_sample(rows, histograms, figure)
+        parts = forks.components(sample)
+        out[f"{figure}_var_between"] = None if parts is None else parts.between
+        out[f"{figure}_var_within"] = None if parts is None else parts.within
+        if figure in SAMPLED_FROM_HISTOGRAMS:
+            found = forks.interval(sample)
+            out[f"{figure}_ci_low"], out[f"{figure}_ci_high"] = found.low, found.high
+    return out
 
 
 def replicated(roles: Iterable[str] = ROLES) -> list[str]:
@@ -692,13 +727,15 @@ def aggregate(summary: pl.DataFrame, histograms: dict[tuple, StepHistograms],
         row["iterations"] = group.height
         sources = sorted(set(group["rt_source"]) - {""})
         row["rt_source"] = "+".join(sources)
+        fork_of = group["fork"].to_list() if "fork" in group.columns else None
         for name in replicated(roles):
             values = group[name].to_list()
-            row[name], row[f"{name}_ci95"] = mean_ci(values)
+            row[name], row[f"{name}_ci95"] = mean_ci(values, fork_of)
             row[f"{name}_iter_min"], row[f"{name}_iter_max"] = _range(values)
         parts = [histograms[(r["run"], r["step_dir"], r["test"])]
                  for r in group.select("run", "step_dir", "test").iter_rows(named=True)]
         pooled[tuple(keys)] = StepHistograms.pooled(parts)
+        row.update(fork_columns(group.to_dicts(), histograms))
         figures = {**distribution_figures(pooled[tuple(keys)]), **_pooled_counts(group)}
         for name in POOLED:
             row[name] = figures[name]
@@ -706,7 +743,8 @@ def aggregate(summary: pl.DataFrame, histograms: dict[tuple, StepHistograms],
         row["malformed_lines"] = group["malformed_lines"].sum()
         row["has_errors"] = bool(group["errors"].sum())
         row["behind_schedule"] = bool(group["behind_schedule"].any())
-        row["bottleneck"] = bool(group["bottleneck"].any())
+        row["bound"], row["bound_iterations"] = bottleneck.pooled_bound(group["bound"].to_list())
+        row["bound_by"] = " | ".join(dict.fromkeys(by for by in group["bound_by"] if by))   # each iteration's
         row["bottlenecks"] = ";".join(sorted({b for s in group["bottlenecks"] for b in s.split(";") if b}))
         row["xcheck_skipped"] = ";".join(sorted(set(group["xcheck_skipped"]) - {""}))
         verdicts = [v for v in group["xcheck_failed"].to_list() if v is not None]

@@ -6,6 +6,7 @@ every time it is made."""
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 
@@ -86,9 +87,11 @@ def xcheck_record(tps: float, mean_ms: float, connections: int, seconds: float =
 def write_step(folder: Path, scenario: str, target: str, payload_bytes: int, payload_label: str,
                users: int, iteration: int, start_ms: int = BASE_MS, warmup_s: int = 30,
                duration_s: int = 300, plan: str = "thesis", link_mbit: float | None = 1000,
-               bottlenecks: list | None = None, rate: float | None = None, xcheck: dict | None = None) -> Path:
+               bottlenecks: list | None = None, rate: float | None = None, xcheck: dict | None = None,
+               fork: int | None = None) -> Path:
     """step.json in the runner's shape, and an empty logs/ folder; with `rate`, an open-model step;
-    with `xcheck`, the wrk cross-check (xcheck_record, or {"skipped": reason})."""
+    with `xcheck`, the wrk cross-check (xcheck_record, or {"skipped": reason}); with `fork`, the
+    engine process that measured it (a plan of `forks: N`)."""
     write_json(folder / "step.json", {
         "scenario": scenario, "target": target, "payload_bytes": payload_bytes, "payload_label": payload_label,
         "users": users, "model": "closed" if rate is None else "open", "rate": rate,
@@ -97,7 +100,7 @@ def write_step(folder: Path, scenario: str, target: str, payload_bytes: int, pay
         "start_ms": start_ms, "first_report_ms": start_ms + 500, "warmup_end_ms": start_ms + warmup_s * 1000,
         "end_ms": start_ms + (warmup_s + duration_s) * 1000, "versions": {"grinder": "3.11"}, "hosts": hosts(link_mbit),
         "target_urls": {}, "bottlenecks": bottlenecks or [], "monitors": {}, "console": {},
-        **({} if xcheck is None else {"xcheck": xcheck})})
+        **({} if xcheck is None else {"xcheck": xcheck}), **({} if fork is None else {"fork": fork})})
     (folder / "logs").mkdir(parents=True, exist_ok=True)
     return folder
 
@@ -209,10 +212,11 @@ def thesis_run(run_dir: Path, target: str, rows_per_step: int, files: int = 2, i
                               mean_ms=2 + size / 20000 + users / 4, payload_bytes=size,
                               seed=seed * 1000 + k * 10 + it)
             for role in roles:
+                cpu = min(99.0, esb_cpu + users / 10) if role == "esb" else 15.0
+                # Each host has one core (hosts()): its watched JVM takes most of what the core does.
                 write_monitor(folder, role, meta["start_ms"], meta["warmup_end_ms"], meta["end_ms"],
-                              cpu_percent=min(99.0, esb_cpu + users / 10) if role == "esb" else 15.0,
-                              rx_mbit=size * users / 50000, tx_mbit=size * users / 50000,
-                              proc_cpu=() if role == "client" else (2 * esb_cpu + users,) if role == "esb" else (20.0,))
+                              cpu_percent=cpu, rx_mbit=size * users / 50000, tx_mbit=size * users / 50000,
+                              proc_cpu=() if role == "client" else (0.9 * cpu,))
                 if gc and role != "client":
                     write_gc_log(folder, role, [(t, 2 + users / 40, 100 + users)
                                                 for t in range(meta["start_ms"] + 500, meta["end_ms"], 1000)])
@@ -228,36 +232,52 @@ ROUND_ENGINES = {"nginx": ("floor", "nginx:"), "haproxy": ("floor", "haproxy -db
 def round_run(run_dir: Path, plan_name: str, targets: dict[str, float], scenarios: list[str],
               payloads: dict[str, int], users: list[int], iterations: int, window_s: int = 4,
               base_ms: float = 2.0, engine_cpu: float = 60.0, seed: int = 1, slower: dict | None = None,
-              busy: set | None = None) -> Path:
+              busy: set | None = None, forks: int = 1, fork_speed: dict | None = None,
+              xchecks: dict | None = None, skip: set | None = None, noise: float = 0.0) -> Path:
     """A closed-model run of several targets interleaved step by step: each target's response times
     exponential around base_ms × its factor in `targets` (direct 1.0, …) × (1 + users / 20), as many
     transactions as Little's law gives its users in the window; the esb host's monitor watches every
     engine of ROUND_ENGINES by its --match text, the target's own at engine_cpu × its factor, the
     others idle. `slower` {(target, scenario, users, iteration): factor} slows one step down; in the
-    steps of `busy` {(target, scenario, users, iteration)} a neighbour engine is busy (30 % of a core)."""
+    steps of `busy` {(target, scenario, users, iteration)} a neighbour engine is busy (30 % of a core).
+    With `forks` N > 1, each target is measured in N engine processes of `iterations` iterations
+    each (step folders `…/fork-<F>/iter-<n>`, step.json `fork`, run.json `forks`), each process at
+    its own speed: `fork_speed` {(target, fork): speed} (0.8: 20 % slower) in every step; `noise`
+    varies each step's speed at random by that share (a normal deviation, seeded). `xchecks`
+    {(target, scenario, users, iteration): step.json xcheck}; the steps of `skip` {(target,
+    scenario, users, iteration)} are not written (a run stopped before them)."""
     engines = {name: {"kind": kind, "version": f"{name} 1.0"} for name, (kind, _) in ROUND_ENGINES.items()
                if name in targets}
     matches = {name: match for name, (_, match) in ROUND_ENGINES.items() if name in targets}
     plan = plan_dict(plan_name, scenarios=scenarios, payloads=list(payloads.values()), users=users,
                      duration_s=window_s, warmup_s=2, iterations=iterations)
+    if forks > 1:
+        plan["forks"] = forks
     write_run(run_dir, "+".join(targets), plan=plan, engine_matches=matches, engines=engines,
-              console_sample_interval_ms=250,
+              console_sample_interval_ms=250, **({"forks": forks} if forks > 1 else {}),
               targets=[{"name": t, "kind": "direct" if t == "direct" else "esb", "esb": None if t == "direct" else t}
                        for t in targets])
     start = BASE_MS
     n = 0
-    for it in range(1, iterations + 1):
+    for fork, it in ((f, i) for f in range(1, forks + 1) for i in range(1, iterations + 1)):
         order = list(targets)[(it - 1) % len(targets):] + list(targets)[:(it - 1) % len(targets)]
         for scenario in scenarios:
             for label, size in payloads.items():
                 for u in users:
                     for target in order:
                         n += 1
-                        folder = write_step(run_dir / target / scenario / label / str(u) / f"iter-{it}", scenario,
+                        if (target, scenario, u, it) in (skip or ()):
+                            continue
+                        where = run_dir / target / scenario / label / str(u)
+                        folder = write_step((where / f"fork-{fork}" if forks > 1 else where) / f"iter-{it}", scenario,
                                             target, size, label, u, it, start_ms=start, warmup_s=2,
-                                            duration_s=window_s, plan=plan_name)
+                                            duration_s=window_s, plan=plan_name, fork=fork if forks > 1 else None,
+                                            xcheck=(xchecks or {}).get((target, scenario, u, it)))
                         meta = json.loads((folder / "step.json").read_text())
-                        factor = targets[target] * (slower or {}).get((target, scenario, u, it), 1.0)
+                        factor = targets[target] * (slower or {}).get((target, scenario, u, it), 1.0) \
+                            / (fork_speed or {}).get((target, fork), 1.0)
+                        if noise:
+                            factor /= max(0.2, 1 + np.random.default_rng(seed * 7919 + n).normal(0, noise))
                         mean = base_ms * factor * (1 + u / 20) * (1 + size / 200_000)
                         rows = max(400, round(u * window_s * 1000 / mean))
                         write_random_logs(folder, rows, 1, meta["warmup_end_ms"], meta["end_ms"], mean_ms=mean,
@@ -273,34 +293,47 @@ def round_run(run_dir: Path, plan_name: str, targets: dict[str, float], scenario
     return run_dir
 
 
-# --- per-second series, for esbperf/core/steady.py (tests/test_steady.py, analysis/bench/steady_rates.py) ---
+# --- interval series, for esbperf/core/steady.py (tests/test_steady.py, analysis/bench/steady_rates.py) ---
 
 SERIES_TPS = 2000.0        # 1 user, 1 KB: ~2000 transactions a second ...
-SERIES_NOISE = 0.03        # ... with a few % noise; the mean response time with MEAN_NOISE
+SERIES_NOISE = 0.03        # ... with a few % noise over a second; the mean response time with MEAN_NOISE
 SERIES_MEAN_NOISE = 0.02
 
 
-def step_series(shape, seed: int, n: int = 200, poisson_level: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Per-second TPS and mean response time (ms) of a closed-model step whose speed follows
-    `shape(t)` (t in s; 1 = steady): the mean response time is its inverse. With `poisson_level`
-    the TPS are Poisson counts of that level times the speed (a 1 MB step: ~20 a second)."""
+def shipped_sample_interval_s() -> float:
+    """How often the runner asks steady(): once a console sample (console-config/console.yaml
+    `sample_interval_ms`; esbperf/run/workers.py until_steady)."""
+    from esbperf.core.config import ConsoleConfig
+    return ConsoleConfig.load().sample_interval_ms / 1000
+
+
+def step_series(shape, seed: int, n: int = 200, poisson_level: float | None = None,
+                interval_s: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """TPS and mean response time (ms) per interval of `interval_s` of a closed-model step whose speed
+    follows `shape(t)` (t in s; 1 = steady): the mean response time is its inverse. The noise is that
+    of a second (SERIES_NOISE) scaled to the interval (× √(1 s ÷ interval): fewer transactions). With
+    `poisson_level` the TPS are Poisson counts of that level a second times the speed (a 1 MB step:
+    ~20 a second)."""
     rng = np.random.default_rng(seed)
-    speed = shape(np.arange(n, dtype=float))
+    speed = shape(np.arange(n, dtype=float) * interval_s)
+    scale = 1 / math.sqrt(interval_s)
     if poisson_level is None:
-        tps = SERIES_TPS * speed * (1 + rng.normal(0, SERIES_NOISE, n))
+        tps = SERIES_TPS * speed * (1 + rng.normal(0, SERIES_NOISE * scale, n))
     else:
-        tps = rng.poisson(poisson_level * speed).astype(float)
-    return tps, 1.0 / speed * (1 + rng.normal(0, SERIES_MEAN_NOISE, n))
+        tps = rng.poisson(poisson_level * speed * interval_s).astype(float) / interval_s
+    return tps, 1.0 / speed * (1 + rng.normal(0, SERIES_MEAN_NOISE * scale, n))
 
 
-def window_opens(tps: np.ndarray, mean: np.ndarray, max_s: int = 60, horizon_s: float = 60) -> int | None:
-    """The second at which a runner asking steady() once a second opens the window; None when it
-    never does by max_s (the step would be measured at warmup_max_s: "no steady state")."""
+def window_opens(tps: np.ndarray, mean: np.ndarray, *, horizon_s: float, interval_s: float,
+                 max_s: float = 60) -> float | None:
+    """When (s after the load began) a runner asking steady() once an interval, over the `horizon_s`
+    to come (the step's duration_s), opens the window; None when it never does by max_s (the step
+    would be measured at warmup_max_s: "no steady state")."""
     from esbperf.core.steady import steady
 
-    for t in range(1, max_s + 1):
-        if steady(tps[:t], mean[:t], horizon_s=horizon_s).steady:
-            return t
+    for k in range(1, round(max_s / interval_s) + 1):
+        if steady(tps[:k], mean[:k], interval_s, horizon_s=horizon_s).steady:
+            return k * interval_s
     return None
 
 

@@ -14,11 +14,11 @@ from esbperf.analysis.stats import (CLOCK_SKEW_CHANGE_MS, CONSOLE_TOLERANCE, LAG
                                     target_cpu_percent)
 
 LISTED = 8   # steps named per warning; the rest are counted
-# A worker JVM is new in every step: for its first seconds under load it compiles Jython, Grinder
-# and the client, and runs them slowly meanwhile. On 2 cores that took about 10 s after the
-# workers' first report (docs/grinder.md, "A new worker JVM per step"); a step measured sooner
-# reads low at 1 user and at saturation -- when that compiling takes the target's cores. On cores
-# of its own the client's compiling left the figures at 0.95-1.01 of wrk's (docs/benchmarks).
+# A new worker JVM (every step's with `workers: fresh`; a run's first steps with warm workers) compiles
+# Jython, Grinder and the client for its first seconds under load, and runs them slowly meanwhile. On
+# 2 cores that took about 10 s after the workers' first report (docs/grinder.md, "Warm workers"); a
+# step measured sooner reads low at 1 user and at saturation -- when that compiling takes the
+# target's cores. On cores of its own the client's compiling left the figures at 0.95-1.01 of wrk's.
 WORKER_JIT_S = 10
 
 
@@ -103,6 +103,29 @@ def client_shares_target(run: Run, target: str) -> bool:
     return any(run.share_cores(a, b) for a in loading for b in served)
 
 
+def expected_iterations(plan: dict, info: dict) -> int | None:
+    """The iterations each step of a run should have: its plan's `iterations` in each of its `forks`
+    (run.json `forks`, else the plan's; 1 when absent); None when the plan does not say, or is a
+    capacity search (its probes' rates differ from one search to the next)."""
+    iterations = plan.get("iterations")
+    if not isinstance(iterations, int) or plan.get("capacity"):
+        return None
+    forks = info.get("forks") or plan.get("forks") or 1
+    return iterations * forks if isinstance(forks, int) else None
+
+
+def missing_iterations(runs: list[Run], steps: list[dict]) -> list[dict]:
+    """The steps (one row each) of a target, scenario, payload and load that has fewer iterations
+    than expected_iterations: each with `_measured` and `_expected`."""
+    expected = {run.name: expected_iterations(run.plan, run.info) for run in runs}
+    groups: dict[tuple, list[dict]] = {}
+    for r in steps:
+        groups.setdefault((r["run"], r["target"], r["scenario"], r["payload_bytes"], r["users"], r["model"], r["rate"]),
+                          []).append(r)
+    return [{**r, "_measured": len(group), "_expected": expected[key[0]]} for key, group in groups.items()
+            if expected.get(key[0]) and len(group) < expected[key[0]] for r in group]
+
+
 def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
                       roles: list[str] | tuple[str, ...] = ROLES) -> list[ValidityWarning]:
     out: list[ValidityWarning] = []
@@ -124,9 +147,9 @@ def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
         alike = len(shared) == len(runs) > 1 and len(set(shared.values())) == 1
         where = (f"every run: {next(iter(shared.values()))}" if alike else
                  "; ".join(f"{name}: {groups}" for name, groups in shared.items()))
-        why = ("Each one's CPU figure is that of the cores it shares, so a CPU bottleneck named on one of them is "
-               "on all; the watched processes' CPU (ESB and echo JVMs, % of one core: `<role>_proc_cpu_mean`) "
-               "tells them apart.")
+        why = ("Each one's CPU figure is that of the cores it shares, so cores saturated on one of them are "
+               "saturated on all; the watched processes' CPU (ESB and echo JVMs, % of one core: "
+               "`<role>_proc_cpu_mean`) tells them apart, and each step's bound (`bound`) is decided from it.")
         out.append(ValidityWarning(f"Hosts share CPU cores (one machine) in {where}. {why}",
                                    "shared-cpus", f"Hosts share CPU cores (one machine). {why}",
                                    [f"{name}: {groups}" for name, groups in shared.items()], "run"))
@@ -141,7 +164,10 @@ def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
     rows = summary.to_dicts()
     # A step of several tests has a row per test: what belongs to the step is judged once, of no test.
     steps = list({(r["run"], r["step_dir"]): {**r, "test": None} for r in rows}.values())
-    under_load = {(run.name, str(s.dir.relative_to(run.dir))): (s.meta["warmup_end_ms"] - s.meta["first_report_ms"]) / 1000
+    # How long the step's worker JVMs had run when its window opened: warm workers (step.json
+    # `workers_ready_ms`) compiled in the steps before it, a fresh one only in its own warm-up.
+    under_load = {(run.name, str(s.dir.relative_to(run.dir))):
+                  (s.meta["warmup_end_ms"] - s.meta.get("workers_ready_ms", s.meta["first_report_ms"])) / 1000
                   for run in runs for s in run.steps
                   if isinstance(s.meta.get("first_report_ms"), int) and isinstance(s.meta.get("warmup_end_ms"), int)}
     by_name = {run.name: run for run in runs}
@@ -154,6 +180,24 @@ def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
                           "by up to a quarter); give the client cores of its own (`cpus: auto` on one machine) or "
                           f"a warmup_s of {2 * WORKER_JIT_S} or more",
                           lambda r: f"{under_load[(r['run'], r['step_dir'])]:.1f} s under load before the window"))
+    # Whether each step's target was judged warm before its first step (step.json `target_warm`, from
+    # the run's target warm-up: settled over minutes, esbperf/core/steady.py); older runs do not say.
+    warmth = {(run.name, str(s.dir.relative_to(run.dir))): s.meta["target_warm"] for run in runs for s in run.steps
+              if isinstance(s.meta.get("target_warm"), dict)}
+    cold = [r for r in steps if warmth.get((r["run"], r["step_dir"]), {}).get("settled", True) is not True]
+    if cold:
+        out.append(_about("target-not-warm", cold, "step", "measured on a target that was not judged warm before its "
+                          "first step (no target warm-up in the plan, or one that ended with its throughput still "
+                          "moving over the plan's target_warmup_horizon_s): a JVM still compiling its path reads "
+                          "low whatever the step's own window showed; give the plan a target warm-up "
+                          "(target_warmup_s, target_warmup_max_s) long enough to settle",
+                          lambda r: warmth[(r["run"], r["step_dir"])].get("reason") or "not warmed"))
+    short = missing_iterations(runs, steps)
+    if short:
+        out.append(_about("missing-iterations", short, "step", "with fewer iterations than their plan asks for (the "
+                          "run stopped, or a step was set aside, before the others): their figures, spread and "
+                          "interval come from fewer measurements than the plan's",
+                          lambda r: f"{r['_measured']} of {r['_expected']} iterations"))
     unchecked = [r for r in rows if r["console_check"] == "not checked"]
     if unchecked:
         out.append(_about("console-not-checked", unchecked, "step", "too short for the console-count check: fewer of "
@@ -187,10 +231,6 @@ def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
                           "(held for 3 samples or on average), so the client, not the target, may have set their "
                           "figures whatever the other hosts did; give the client more cores or more load hosts",
                           lambda r: r["client_bound_by"]))
-    flagged = [r for r in steps if r["bottleneck"]]
-    if flagged:
-        out.append(_about("bottlenecks", flagged, "step", "ran with a host's CPU or link saturated, so they are "
-                          "not an ESB measurement (circled in red on the graphs)", lambda r: r["bottlenecks"]))
     failed = [r for r in rows if r["errors"]]
     if failed:
         out.append(_about("errors", failed, "step", "had failed transactions (counted as errors, not in TPS; "
@@ -255,7 +295,8 @@ def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
     crossed = [r for r in rows if r["xcheck_failed"]]
     if crossed:
         out.append(_about("wrk-cross-check", crossed, "closed-model step", "whose figures disagree with wrk's, "
-                          "run right after the step against the same target with as many connections (TPS below "
+                          "run just before and just after the step against the same target with as many connections "
+                          "(TPS below "
                           f"{XCHECK_MIN_TPS_RATIO:.0%} of wrk's, or a mean response time off by more than "
                           f"{XCHECK_MEAN_SHARE:.0%} of wrk's mean, at least {XCHECK_MEAN_FLOOR_MS:g} ms): the client, "
                           "not the target, may have set these figures; do not trust them",
@@ -263,6 +304,16 @@ def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
                                     f"{_fixed(r['xcheck_tps_ratio'], 2)}; mean {_ms(r['rt_mean_ms'])} "
                                     f"vs wrk {_ms(r['xcheck_mean_ms'])}, difference "
                                     f"{_ms(r['xcheck_mean_diff_ms'], '+.3f')}"))
+    moved = [r for r in rows if r.get("target_drift")]
+    if moved:
+        out.append(_about("target-drift", moved, "closed-model step", "whose target moved across the step: wrk, "
+                          "run just before and just after it, read throughputs further apart than the step's own "
+                          "noise allows, so the target was still warming up (or slowing down) while measured; the "
+                          "step's figure is of a moving target, not of its client (give the target a longer warm-up)",
+                          lambda r: f"wrk {_number(r['xcheck_tps'] / (1 + r['xcheck_drift'] / 2))} before, "
+                                    f"{_number(r['xcheck_tps'] * (1 + r['xcheck_drift'] / 2))} after "
+                                    f"({r['xcheck_drift']:+.1%}, noise ±{r['xcheck_noise']:.1%}); esbperf "
+                                    f"{r['tps']:.1f}"))
     void = [r for r in steps if r["xcheck_errors"]]
     if void:
         out.append(_about("wrk-void", void, "closed-model step", "whose wrk cross-check is void: wrk had errors "
@@ -333,9 +384,9 @@ def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
                  and any(not (role == "esb" and r["target"] == BASELINE_TARGET) for r in mine)]
         if never:
             out.append(ValidityWarning(f"{run.name}: no monitor file for {', '.join(never)}; their CPU and network "
-                                       "are unknown, so a bottleneck there cannot be seen.", "no-monitor",
+                                       "are unknown, so a step's bound cannot be seen there.", "no-monitor",
                                        "Hosts with no monitor file in a whole run: their CPU and network are unknown, "
-                                       "so a bottleneck there cannot be seen", [f"{run.name}: {', '.join(never)}"],
+                                       "so a step's bound cannot be seen there", [f"{run.name}: {', '.join(never)}"],
                                        "run"))
     return out
 

@@ -18,6 +18,7 @@ from esbperf.core import capacity as goals, plan as plans
 from esbperf.core.capacity import Goal
 from esbperf.core.errors import EsbperfError
 from esbperf.results import layout
+from esbperf.results.histogram import Histogram
 
 GOAL = Goal(p99_ms=50)
 
@@ -62,6 +63,39 @@ def test_the_achieved_rate_is_held_to_2_percent_beyond_the_poisson_draw():
     assert cap.judge(short, GOAL, poisson=True).within
     assert not cap.judge(short, GOAL, poisson=False).within     # evenly spaced arrivals have no draw
     assert not cap.judge(probe_row(**offered, start_rate=1000 + allowed + 0.1), GOAL, poisson=True).within
+
+
+def test_a_probe_of_fewer_requests_than_a_p99_needs_is_judged_by_its_own_latency():
+    """Defect 1: 3 s at 100/s is 300 requests, fewer than the 368 a p99 is measured from; that is no
+    reason to call the probe unanswered. Every request within the goal: within (its p99 can be no
+    higher); its nearest-rank p99 (from the latency histogram) above the goal: over, saying why."""
+    few = dict(rate=100.0, window_s=3.0, starts=300, start_rate=100.0, transactions=300, lat_p99_ms=None)
+    verdict = cap.judge(probe_row(**few, lat_max_ms=12.0), GOAL, poisson=True)
+    assert verdict.within and verdict.reasons == (), verdict
+    slow = Histogram.of([5000] * 290 + [90_000] * 10)            # its nearest-rank p99 is 90 ms
+    verdict = cap.judge(probe_row(**few, lat_max_ms=90.0), GOAL, poisson=True, latency=slow)
+    assert not verdict.within and verdict.reasons == ("p99 90.0 ms > 50 ms (from 300 requests, fewer than the 368 "
+                                                      "a p99 is measured from)",), verdict
+    tail = Histogram.of([5000] * 299 + [90_000])                  # one slow request: its p99 is 5 ms
+    assert cap.judge(probe_row(**few, lat_max_ms=90.0), GOAL, poisson=True, latency=tail).within
+    none = cap.judge(probe_row(**{**few, "transactions": 0}, error_percent=100.0), GOAL, poisson=True)
+    assert "no request answered" in none.reasons
+
+
+def test_a_target_that_holds_10_per_s_is_found_with_30_s_probes():
+    """Defect 1: a search from 100/s shrinking to a target that holds 10/s; its probes below 12.3/s
+    have fewer than 368 requests in 30 s, and each of them answered every request in 5 ms."""
+    goal = Goal(p99_ms=50, start_rate=100)
+
+    def holds(rate: float) -> bool:
+        n = round(30 * rate)
+        fast = rate <= 10
+        row = probe_row(rate=rate, window_s=30.0, starts=n, start_rate=rate, transactions=n,
+                        lat_p99_ms=(5.0 if fast else 500.0) if n >= 368 else None, lat_max_ms=8.0 if fast else 600.0)
+        return cap.judge(row, goal, poisson=True).within
+
+    bracket, _ = run_search(goal, holds)
+    assert bracket.within is not None and 6.25 <= bracket.within <= 10 < bracket.over, bracket
 
 
 # --- the search ----------------------------------------------------------------------------------
@@ -167,9 +201,11 @@ def test_a_capacity_plan_is_refused_by_a_runner_given_no_search(tmp_path):
 
 # --- the searches over a run folder (synthetic probes) ---------------------------------------------
 
-def synthetic_probe(run_dir: Path, step: plans.Step, capacity: float, errors_from: float = math.inf) -> None:
+def synthetic_probe(run_dir: Path, step: plans.Step, capacity: float, errors_from: float = math.inf,
+                    client_cpu: float | None = None) -> None:
     """The step folder of a probe against a target that answers in ~5 ms up to 90 % of `capacity`
-    (p99 ≈ 23 ms) and in ~200 ms beyond (p99 ≈ 920 ms), and fails 1 % from `errors_from` on."""
+    (p99 ≈ 23 ms) and in ~200 ms beyond (p99 ≈ 920 ms), and fails 1 % from `errors_from` on; with
+    `client_cpu`, the client's monitor reads that busy (above 80 %: the probe is client-bound)."""
     folder = layout.step_dir(run_dir, step)
     synthetic.write_step(folder, step.scenario, step.target, step.payload_bytes, step.payload_label, step.users,
                          step.iteration, warmup_s=2, duration_s=10, plan="cap", rate=step.rate)
@@ -177,6 +213,9 @@ def synthetic_probe(run_dir: Path, step: plans.Step, capacity: float, errors_fro
     synthetic.write_random_logs(folder, round(step.rate * 10), 2, start, end, lag_us=10,
                                 mean_ms=5 if step.rate <= 0.9 * capacity else 200,
                                 error_rate=0.01 if step.rate >= errors_from else 0.0)
+    if client_cpu is not None:
+        synthetic.write_monitor(folder, "client", synthetic.BASE_MS, start, end, cpu_percent=client_cpu, rx_mbit=1.0,
+                                tx_mbit=1.0)
 
 
 def test_searches_judge_each_probe_from_its_folder_resume_where_they_stopped_and_write_their_tables(tmp_path):
@@ -282,3 +321,19 @@ def test_capacity_finds_the_known_capacity_of_a_real_echo_within_20_percent_belo
     with open(tmp_path / "report" / "summary.csv") as f:
         summary = list(csv.DictReader(f))
     assert sorted(float(r["rate"]) for r in summary) == sorted(float(p["rate"]) for p in resumed)
+
+
+def test_each_search_says_whether_the_probes_that_decided_it_are_valid(tmp_path):
+    """Defect 3: camel's client was busier than 80 % in every probe (client-bound, a validity
+    warning), synapse's was not: capacity.csv's `valid` says so of camel's search alone, naming the
+    warning of the probes that decided it (the highest within, the lowest over)."""
+    plan = plans.load(write_plan(tmp_path / "cap.yaml", capacity={"p99_ms": 50, "start_rate": 50}))
+    run_dir = synthetic.write_run(tmp_path / "run", "camel", plan=plan.to_dict()).parent / "run"
+    for step in cap.Searches(run_dir, plan, ["camel", "synapse"]).steps():
+        synthetic_probe(run_dir, step, {"camel": 400, "synapse": 1000}[step.target],
+                        client_cpu=95.0 if step.target == "camel" else 20.0)
+    out = cap.write(cap.replay(run_dir, plan, ["camel", "synapse"]))
+    rows = {r["target"]: r for r in csv.DictReader(open(out / "capacity.csv"))}
+    assert rows["camel"]["valid"] == "client-bound" and rows["synapse"]["valid"] == "yes", rows
+    probes = list(csv.DictReader(open(out / "probes.csv")))
+    assert {p["valid"] for p in probes if p["target"] == "camel"} == {"client-bound"}

@@ -286,3 +286,28 @@ def test_several_runs_and_several_tests_get_files_of_their_own(tmp_path: Path):
         total, _, _ = read_log(path)
         assert total.get_total_count() == row["transactions"] == (100 if row["test"] == 2 else ROWS - 100)
         assert_agrees(total, row, "rt", figures=("min", "max"))
+
+
+# --- read back by esbperf itself (a published round keeps its distributions as these logs) ---------
+
+@pytest.mark.parametrize("values", HAND_MADE.values(), ids=HAND_MADE.keys())
+def test_esbperfs_decoder_reads_back_every_bucket(values):
+    ours = Histogram.of(values)
+    assert hlog.decode(hlog.encode(ours)) == ours.counts
+
+
+def test_a_reports_archived_logs_read_back_as_its_step_histograms(tmp_path: Path):
+    """analysis/round.py reads a published round's percentiles' data from hlog.tar.gz: each step's
+    intervals added up are its response-time histogram, bucket for bucket."""
+    from esbperf.analysis import round as pages
+    run = synthetic.write_run(tmp_path / "closed", "camel")
+    for users in (1, 20):
+        synthetic_step(run, users, mean_ms=2.0 + users)
+    out, analysis = build_report([run], tmp_path / "out")
+    archive = pages.pack_hlogs(out)
+    found = hlog.read_archive(archive)
+    assert len(found) == len(analysis.step_histograms)
+    for (run_name, step_dir, test), histograms in analysis.step_histograms.items():
+        h = found.get((run_name, step_dir, test)) or found[(run_name, step_dir, None)]
+        assert h.counts == histograms.response.counts and h.n == histograms.response.n
+        assert h.percentile(99) == histograms.response.percentile(99)

@@ -51,6 +51,66 @@ def test_each_layer_imports_only_those_below_it(layer, path):
     assert not wrong, f"{path.relative_to(ROOT)} ({layer}) imports {sorted(wrong)}"
 
 
+def _module_of(path: Path) -> str:
+    relative = path.relative_to(ROOT).with_suffix("")
+    parts = list(relative.parts)
+    return ".".join(["esbperf", *parts[1:]] if parts[0] == "esbperf" else ["esbperf", *parts])
+
+
+def imported_modules(path: Path, known: set[str], inside_functions: bool = True) -> set[str]:
+    """The package's modules a module imports: at its top, and with `inside_functions` inside a
+    function too (what runs when called is an import all the same); `if TYPE_CHECKING:` blocks are
+    left out (never run)."""
+    tree = ast.parse(path.read_text())
+    skipped = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+               for n in ast.walk(node)}
+    nodes = ast.walk(tree) if inside_functions else iter(tree.body)
+    found = set()
+    for node in nodes:
+        if id(node) in skipped:
+            continue
+        names = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [f"{node.module}.{a.name}" for a in node.names] + [node.module]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        found |= {name for name in names if name in known}
+    return found
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles of a graph (module -> modules it imports), each as a path back to its start."""
+    state: dict[str, int] = {}
+    found = []
+
+    def visit(m: str, path: list[str]) -> None:
+        state[m] = 1
+        for n in sorted(graph[m]):
+            if state.get(n) == 1:
+                found.append(path[path.index(n):] + [n])
+            elif not state.get(n):
+                visit(n, path + [n])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if not state.get(m):
+            visit(m, [m])
+    return found
+
+
+def test_no_two_modules_import_each_other():
+    """Defect 10 of issue 43: esbperf/cli/capacity.py and esbperf/cli/run.py imported each other,
+    one of them inside a function. No cycle among the package's modules at their top; and none at
+    any level among the commands (esbperf/cli), which call into each other: what they share lives
+    in a module below them."""
+    files = {_module_of(p): p for p in python_sources()}
+    top = {m: imported_modules(p, set(files), inside_functions=False) - {m} for m, p in files.items()}
+    assert cycles(top) == []
+    commands = {m: p for m, p in files.items() if m.startswith("esbperf.cli.")}
+    every = {m: imported_modules(p, set(commands)) - {m} for m, p in commands.items()}
+    assert cycles(every) == [], " ; ".join(" -> ".join(c) for c in cycles(every))
+
+
 def test_the_package_holds_only_its_layers():
     top = sorted(p.name for p in (ROOT / "esbperf").iterdir() if not p.name.startswith((".", "__pycache__")))
     assert top == sorted(["__init__.py", "__main__.py", *(layer for layer in ALLOWED if layer != "analysis")])

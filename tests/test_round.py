@@ -6,11 +6,13 @@ published round, publishing (the hand-written page kept, at most 20 MB), and wha
 refuses, each in one line."""
 from __future__ import annotations
 
+import io
 import json
 import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 import yaml
@@ -72,14 +74,15 @@ def test_the_quick_round_warms_each_kind_of_target_for_its_own_time_and_counts_i
                      "synapse": ("esb", 1), "spring-integration": ("esb", 1)}
     assert {kind: rnd.quick.closed.target_warmup(kind) for kind, _ in loads.values()} == {
         "direct": (10, 10), "floor": (10, 10), "esb": (150, 150)}
-    # The estimate counts each target's own warm-up and its workers' start.
+    # The estimate counts each target's own warm-up and its (warm) workers' hand-over.
     [closed, _] = round_cli.parts_of(rnd, True, testbed)
     rows, _ = round_cli.estimate_seconds(rnd, True, testbed)
     steps = closed.plan.steps(list(closed.targets))
     bare = estimate.estimate(closed.plan, steps, "wrk", {}).total_s
-    assert rows[0][1] - bare == pytest.approx(3 * 10 + 3 * 150 + 6 * MEASURED["startup_s"])
+    hand_over = estimate.median("warm_startup_s")
+    assert rows[0][1] - bare == pytest.approx(3 * 10 + 3 * 150 + 6 * hand_over)
     # Without kinds, every target counts as an ESB (the longest).
-    assert estimate.estimate(closed.plan, steps, "wrk").total_s - bare == pytest.approx(6 * (150 + MEASURED["startup_s"]))
+    assert estimate.estimate(closed.plan, steps, "wrk").total_s - bare == pytest.approx(6 * (150 + hand_over))
 
 
 @pytest.mark.parametrize("quick, budget_s", [(False, 2 * 3600), (True, 15 * 60)])
@@ -191,18 +194,21 @@ def test_run_manifests_carry_each_engines_version_and_settings():
 # --- the page ----------------------------------------------------------------------------------
 
 def synthetic_round(folder: Path, iterations: int = 3, slower: dict | None = None, busy: set | None = None,
-                    capacity: dict | None = None) -> Path:
+                    capacity: dict | None = None, proxy_targets: dict | None = None, capacity_table: str | None = None,
+                    seed: int = 1, **more) -> Path:
     """A round folder as `esbperf round` leaves it: two closed runs (proxy with the floors, cbr
-    without), their report, a capacity table and the verification log."""
+    without), their report, a capacity table and the verification log. `more` goes to both runs
+    (synthetic.round_run: forks, noise, xchecks, skip); `capacity_table` replaces capacity.csv."""
     runs = folder / "runs"
-    proxy = synthetic.round_run(runs / "r-proxy", "r-proxy", PROXY_TARGETS, ["proxy"], {"1KB": 1024}, [1, 20],
-                                iterations, slower=slower, busy=busy)
+    proxy = synthetic.round_run(runs / "r-proxy", "r-proxy", proxy_targets or PROXY_TARGETS, ["proxy"], {"1KB": 1024},
+                                [1, 20], iterations, slower=slower, busy=busy, seed=seed, **more)
     cbr = synthetic.round_run(runs / "r-cbr", "r-cbr", CBR_TARGETS, ["cbr"], {"1KB": 1024}, [1, 20], iterations,
-                              seed=2, slower=slower, busy=busy)
+                              seed=seed + 1, slower=slower, busy=busy, **more)
     synthetic.write_json(folder / pages.ROUND_FILE, {
         "round": "round-1", "variant": "full" if iterations > 1 else "quick", "started": "2026-11-26T10:00:00+0000",
         "finished": "2026-11-26T11:50:00+0000",
-        "parts": [{"kind": "closed", "plan": "r-proxy", "targets": list(PROXY_TARGETS), "run": "runs/r-proxy"},
+        "parts": [{"kind": "closed", "plan": "r-proxy", "targets": list(proxy_targets or PROXY_TARGETS),
+                   "run": "runs/r-proxy"},
                   {"kind": "closed", "plan": "r-cbr", "targets": list(CBR_TARGETS), "run": "runs/r-cbr"}]})
     write_report([proxy, cbr], folder / pages.REPORT, embed_graphs=False)   # as round.py writes it
     pages.pack_hlogs(folder / pages.REPORT)
@@ -210,7 +216,7 @@ def synthetic_round(folder: Path, iterations: int = 3, slower: dict | None = Non
     (folder / pages.CAPACITY).mkdir()
     lines = ["target,scenario,payload,iteration,p99_goal_ms,capacity_rate,over_rate,bracket_percent,probes,result"]
     lines += [f"{t},proxy,1KB,1,20,{r},{r * 1.08:g},8.0,6,held" for t, r in rates.items()]
-    (folder / pages.CAPACITY / "capacity.csv").write_text("\n".join(lines) + "\n")
+    (folder / pages.CAPACITY / "capacity.csv").write_text(capacity_table or "\n".join(lines) + "\n")
     (folder / pages.CAPACITY / "probes.csv").write_text("target,probe\n")
     (folder / pages.VERIFICATION).write_text("target,scenario,payload_bytes,backend,url,result,ms,detail\n"
                                              "camel,proxy,1024,ws1,http://198.18.0.20:8280/proxy/echo,pass,1.2,\n"
@@ -284,30 +290,35 @@ def test_the_page_marks_invalid_steps_and_keeps_the_hand_written_rules(published
     proxy = page[page.index("### proxy, 1KB"):page.index("### cbr, 1KB")]
     rows = {tuple(c.strip() for c in line.split("|")[1:3]): line for line in proxy.splitlines()[4:]}
     assert rows[("20", "direct")].rstrip(" |").endswith("**busy-neighbours**")
-    assert rows[("20", "camel")].rstrip(" |").endswith("**direct not valid**")   # its ratios to direct hold that step
+    assert rows[("20", "camel")].rstrip(" |").endswith("direct not valid**")   # its ratios to direct hold that step
     assert rows[("1", "camel")].endswith("| yes |")
     assert "| 20 | camel | " in proxy and "(" in rows[("20", "camel")]   # figures with their spread
     capacity = page[page.index("### Capacity"):page.index("### The cross-check")]
-    assert "| proxy | 1KB | 20 ms | camel | 2 000 |" in capacity and "| 0.45 |" in capacity   # 2000 ÷ 4400
+    # 2000 ÷ 4400, from single searches: no interval, no rank (issue 43's defect 9)
+    assert "| proxy | 1KB | 20 ms | camel | 2 000 |" in capacity and "| 0.45 (one search each: no interval) |" in capacity
     assert "2 of 2 checks passed" in page and "What this round cannot say" in page
 
 
-def test_a_rerun_is_judged_against_the_published_spread(published_round, tmp_path):
+def test_a_rerun_is_judged_on_the_interval_of_its_difference_from_the_published_round(published_round, tmp_path):
     """The quick rerun repeats the published iteration 1 exactly (the same seeds), but Camel 1.5 ×
-    slower: every figure of the others lies within the published spread, Camel's TPS does not."""
+    slower: the others' figures agree with the published ones (the 95 % interval of new ÷ published
+    holds 1; by chance alone 1 in 20 would not), Camel's TPS does not; and the comparison says that
+    intervals over one engine process leave out the variance between processes."""
     rerun = synthetic_round(tmp_path / "rerun", iterations=1,
                             slower={("camel", "proxy", 20, 1): 1.5, ("camel", "proxy", 1, 1): 1.5})
     table = pages.compare(pages.load(rerun), pages.load(published_round))
-    judged = table.filter(pl.col("within_noise").is_not_null())
-    inside = judged.filter(~pl.col("target").is_in(["camel"]) & (pl.col("scenario") == "proxy"))
-    assert inside.height > 20 and inside["within_noise"].all(), inside.filter(~pl.col("within_noise"))
+    judged = table.filter(pl.col("agrees").is_not_null())
+    others = judged.filter(~pl.col("target").is_in(["camel"]) & (pl.col("scenario") == "proxy"))
+    assert others.height > 20 and others["agrees"].sum() >= others.height - 1, others.filter(~pl.col("agrees"))
     camel = table.filter((pl.col("target") == "camel") & (pl.col("kind") == pages.VS_DIRECT) &
                          (pl.col("what") == "tps") & (pl.col("scenario") == "proxy"))
-    assert not camel["within_noise"].any() and camel["moved"].to_list() == pytest.approx([1 / 1.5, 1 / 1.5], rel=0.05)
+    assert not camel["agrees"].any() and camel["moved"].to_list() == pytest.approx([1 / 1.5, 1 / 1.5], rel=0.05)
+    assert (camel["difference_high"] < 1).all()
     lines = pages.comparison_lines(table, pages.load(published_round))
-    assert lines[0].startswith(f"compared with the published round in {published_round}") and \
-        any(line.startswith("  ÷ direct: 18 of 24 within the published spread; largest move × 1.")
-            and "of camel proxy 1KB" in line for line in lines), lines
+    assert lines[0].startswith(f"compared with the published round in {published_round}")
+    assert any(line.startswith("  ÷ direct: ") and " agree (the 95 % interval of new ÷ published holds 1)" in line
+               and "largest move × 1." in line and "of camel proxy 1KB" in line for line in lines), lines
+    assert lines[-1].startswith("  (intervals from one engine process per target leave out the variance between")
 
 
 # --- publishing ----------------------------------------------------------------------------------
@@ -391,3 +402,162 @@ def test_a_quick_round_is_never_published(published_round, tmp_path, capsys):
     code, err = run_cli(["round", "--from", str(folder), "--publish"], capsys)
     assert code == 2 and err.count("\n") == 1 and "is a --quick round" in err
     assert not (folder / "README.md").exists()
+
+
+# --- issue 43: what a round concludes, each defect its own test -----------------------------------
+
+def one_figure(values: list[float], kind: str = pages.ABSOLUTE) -> pages.Figure:
+    """A round's TPS figure measured in one process, its iterations `values`."""
+    from esbperf.analysis import forks
+    sample = forks.Sample.of_values(values)
+    return pages.Figure(kind, "tps", "proxy", "1KB", 1024, 20, "camel", sample.figure(), min(values), max(values),
+                        len(values), "yes", interval=forks.interval(sample))
+
+
+def test_a_rerun_of_the_same_thing_agrees_95_percent_of_the_time_not_as_often_as_ranges_overlap():
+    """Defect 2: two sets of three draws of one distribution have overlapping ranges 90 % of the time
+    (1 − 2 × 3!3!/6!); agreement is judged on the interval of their difference, which contains the
+    truth 95 % of the time (1,000 seeded reruns; 93-97 % holds a 95 % rate with probability 0.997)."""
+    rng = np.random.default_rng(43)
+    agree = overlap = 0
+    for _ in range(1000):
+        published, new = (list(rng.normal(5000, 250, 3)) for _ in range(2))
+        agree += pages.within_noise(one_figure(published), one_figure(new))
+        overlap += max(new) >= min(published) and min(new) <= max(published)
+    assert 930 <= agree <= 970, agree
+    assert 880 <= overlap <= 920, overlap
+
+
+def test_a_step_a_validity_warning_names_is_left_out_of_the_published_spread(tmp_path):
+    """Defect 2: camel's fourth published iteration ran 1.6 × slower beside a busy neighbour (named
+    busy-neighbours); a rerun 1.25 × slower lies within the range that iteration widened, but not
+    within the interval of the three valid ones, which the comparison says it left out."""
+    published = synthetic_round(tmp_path / "published", iterations=4, noise=0.01,
+                                slower={("camel", "proxy", 20, 4): 1.6}, busy={("camel", "proxy", 20, 4)})
+    rerun = synthetic_round(tmp_path / "rerun", iterations=1, noise=0.01, seed=9, slower={("camel", "proxy", 20, 1): 1.25})
+    table = pages.compare(pages.load(rerun), pages.load(published))
+    proxy = table.filter((pl.col("kind") == pages.ABSOLUTE) & (pl.col("what") == "tps") & (pl.col("users") == 20)
+                         & (pl.col("scenario") == "proxy"))
+    row = proxy.filter(pl.col("target") == "camel").row(0, named=True)
+    assert row["published_min"] < row["new"] < row["published_max"]        # within the old range ...
+    assert row["agrees"] is False                                          # ... but not the same thing
+    assert "busy-neighbours" in row["published_left_out"] and "it4" in row["published_left_out"]
+    direct = proxy.filter(pl.col("target") == "direct").row(0, named=True)
+    assert direct["agrees"] is True and direct["published_left_out"] == ""
+
+
+def test_capacity_figures_carry_their_searches_validity(tmp_path):
+    """Defect 3: a capacity search whose deciding probes a validity warning names is not valid on
+    the page; a table without the column (an older round) says its searches were not checked."""
+    table = ("target,scenario,payload,iteration,p99_goal_ms,capacity_rate,over_rate,bracket_percent,probes,result,valid\n"
+             "haproxy,proxy,1KB,1,20,4400,4750,8.0,6,held,yes\n"
+             "camel,proxy,1KB,1,20,2000,2160,8.0,6,held,client-bound\n")
+    data = pages.load(synthetic_round(tmp_path / "r", capacity_table=table))
+    found = {(f.kind, f.target): f for f in pages.figures(data) if f.what == "capacity"}
+    assert found[(pages.CAPACITY_RATE, "camel")].valid == "client-bound"
+    assert found[(pages.CAPACITY_RATE, "haproxy")].valid == "yes"
+    assert "haproxy not valid" not in found[(pages.CAPACITY_VS_FLOOR, "camel")].valid
+    page = pages.page(data)
+    capacity = page[page.index("### Capacity"):page.index("### The cross-check")]
+    assert "**client-bound**" in capacity
+    old = pages.load(synthetic_round(tmp_path / "old"))        # capacity.csv without `valid`
+    assert {f.valid for f in pages.figures(old) if f.kind == pages.CAPACITY_RATE} == {"not checked"}
+
+
+def test_every_statement_of_the_capacity_rule_gives_the_poisson_allowance(published_round, tmp_path):
+    """Defect 4: the achieved rate may differ from the offered one by 2 % plus 1.96 standard
+    deviations of the Poisson draw (analysis/capacity.py rate_allowance); a page, plan or help text
+    that says "within 2 %" alone states a rule the code does not apply."""
+    page = pages.page(pages.load(published_round))
+    texts = {"the generated page": page}
+    for path in [ROOT / "docs/round-1/README.md", ROOT / "esbperf/cli/capacity.py",
+                 *sorted((ROOT / "console-config/plans").glob("*capacity*.yaml"))]:
+        texts[str(path.relative_to(ROOT))] = path.read_text()
+    for where, text in texts.items():
+        flat = " ".join(text.replace("#", " ").split())
+        for found in re.finditer(r"within 2 % of the offered", flat):
+            sentence = flat[found.start():found.start() + 220]
+            assert "Poisson" in sentence or "1.96" in sentence, (where, sentence)
+
+
+def test_a_missing_iteration_is_not_published_as_valid(tmp_path):
+    """Defect 5: the plan asks for 3 iterations, the run stopped before camel's third at 20 users:
+    the figure from 2 says so (its `valid`, the page's bold, figures.csv)."""
+    folder = synthetic_round(tmp_path / "r", skip={("camel", "proxy", 20, 3)})
+    data = pages.load(folder)
+    found = by_key(pages.figures(data))
+    camel = found[(pages.ABSOLUTE, "tps", "proxy", 20, "camel")]
+    assert camel.iterations == 2 and "missing-iterations" in camel.valid
+    assert found[(pages.ABSOLUTE, "tps", "proxy", 1, "camel")].valid == "yes"
+    pages.write_page(folder, skeleton(tmp_path / "README.md"))
+    figures = pl.read_csv(folder / pages.FIGURES).filter((pl.col("target") == "camel") & (pl.col("users") == 20) &
+                                                         (pl.col("kind") == pages.ABSOLUTE) & (pl.col("what") == "tps")
+                                                         & (pl.col("scenario") == "proxy"))
+    assert "missing-iterations" in figures["valid"][0]
+    assert "**missing-iterations" in (folder / "README.md").read_text()
+
+
+def test_the_cross_check_paragraph_counts_void_checks_and_names_the_warning(tmp_path):
+    """Defect 6: a wrk run with errors is void: counted as such, not left out of every count; and the
+    paragraph names the warning the steps carry (wrk-cross-check), not a word no `valid` says."""
+    checks = {("camel", "proxy", 20, 1): synthetic.xcheck_record(50.0, 0.5, 20),          # esbperf far below wrk
+              ("nginx", "proxy", 20, 1): synthetic.xcheck_record(100.0, 1.0, 20, errors=12),   # void
+              ("direct", "proxy", 1, 1): {"skipped": "its requests go to 3 hosts"}}
+    data = pages.load(synthetic_round(tmp_path / "r", xchecks=checks))
+    text = pages.cross_check_text(data)
+    assert "1 void (wrk had errors: nginx proxy 1KB 20u)" in text, text
+    assert "`wrk-cross-check`" in text and "`xcheck`" not in text
+    [camel] = data.summary.filter((pl.col("target") == "camel") & (pl.col("scenario") == "proxy") &
+                                  (pl.col("users") == 20) & (pl.col("iteration") == 1))["valid"].to_list()
+    assert "wrk-cross-check" in camel
+
+
+def test_the_ratio_to_the_best_floor_lies_within_its_own_spread(tmp_path):
+    """Defect 7: haproxy is the best floor on the whole (its TPS averaged), nginx in iterations 1
+    and 2; every iteration's ratio is to the same floor as the value's, so the value (a weighted
+    mean of them) lies within their spread."""
+    targets = {"direct": 1.0, "haproxy": 1.0, "nginx": 1 / 0.6, "camel": 20.0}
+    slower = {("haproxy", "proxy", 20, 1): 2.0, ("haproxy", "proxy", 20, 2): 2.0, ("camel", "proxy", 20, 3): 1 / 1.9}
+    data = pages.load(synthetic_round(tmp_path / "r", proxy_targets=targets, slower=slower))
+    f = by_key(pages.figures(data))[(pages.VS_FLOOR, "tps", "proxy", 20, "camel")]
+    assert f.low <= f.value <= f.high, (f.low, f.value, f.high)
+
+
+def test_capacities_of_single_searches_are_not_ranked(published_round, tmp_path):
+    """Defect 9: one search per target gives no interval, so the page gives the ratio to the best
+    floor no rank: it says it has no interval, and the verdicts say not judged; searches in several
+    forks give the ratio its interval."""
+    page = pages.page(pages.load(published_round))
+    capacity = page[page.index("### Capacity"):page.index("### The cross-check")]
+    assert "| 0.45 |" not in capacity and "0.45 (one search each: no interval)" in capacity
+    assert "haproxy vs camel, capacity: not judged (one search a side: no interval)" in page
+    table = ("target,scenario,payload,iteration,fork,p99_goal_ms,capacity_rate,over_rate,bracket_percent,probes,result,"
+             "valid\n" + "".join(f"{t},proxy,1KB,1,{f},20,{r},{r * 1.08:g},8.0,6,held,yes\n"
+                                 for t, rates in (("haproxy", (4400, 4300, 4500)), ("camel", (2000, 2100, 1900)))
+                                 for f, r in enumerate(rates, 1)))
+    data = pages.load(synthetic_round(tmp_path / "r", capacity_table=table))
+    ratio = by_key(pages.figures(data))[(pages.CAPACITY_VS_FLOOR, "capacity", "proxy", None, "camel")]
+    assert ratio.interval.forks == 3 and ratio.interval.low < 2000 / 4400 < ratio.interval.high
+    assert "haproxy holds more than camel by " in pages.page(data)
+
+
+def test_the_dry_run_says_how_many_forks_a_difference_needs_from_the_published_round(tmp_path, monkeypatch):
+    """Issue 43, how many forks: `esbperf round --dry-run` takes the published round as the pilot;
+    Round 1 ran one process per target, so it can say the variance within one and no more."""
+    monkeypatch.setenv("ESBPERF_STATE", str(tmp_path))
+    estimate.remember(**MEASURED)
+    out = io.StringIO()
+    round_cli.print_dry_run(rounds.load("round-1"), True, Console(file=out, width=400))
+    text = out.getvalue()
+    assert "TPS difference of 5 % and 10 % at 95 %, from " in text and "as the pilot" in text
+    assert "camel: pilot of 1 fork(s) × 3 iteration(s): within a process TPS varies by " in text
+    assert "the variance between processes is unknown with one fork" in text
+
+
+def test_a_pilot_with_forks_says_how_many_forks_and_iterations(tmp_path):
+    pilot = pages.load(synthetic_round(tmp_path / "r", forks=3, noise=0.02,
+                                       fork_speed={("camel", 2): 0.9, ("camel", 3): 1.05}))
+    lines = pages.repetition_lines(pilot)
+    [camel] = [line for line in lines if line.startswith("  camel: ")]
+    assert "pilot of 3 fork(s) × 3 iteration(s): TPS varies by " in camel and " between processes and " in camel
+    assert "to resolve a difference of 5%: " in camel and "forks × " in camel

@@ -17,8 +17,15 @@ import argparse
 
 import numpy as np
 
-from esbperf.analysis.synthetic import step_series, whole_ms, window_opens
+from esbperf.analysis.synthetic import step_series, whole_ms, window_opens as opens_at
 from esbperf.core import steady
+
+
+def window_opens(tps, mean) -> int | None:
+    """At 1-s intervals over a 60-s horizon: the settings the rates in docs/methodology.md were measured at
+    (tests/test_steady.py checks the rules at the runner's own 0.25-s samples and the shipped horizons)."""
+    t = opens_at(tps, mean, horizon_s=60, interval_s=1.0)
+    return None if t is None else int(t)
 
 
 def flat(t):

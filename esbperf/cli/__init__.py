@@ -21,7 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "build": ("esbperf.core.project:build", "Build the Java modules (Grinder home, control API, echo, ESBs, monitor)."),
     "console": ("esbperf.services.console:console", "Start the headless Grinder console with the control API."),
     "agent": ("esbperf.services.agent:agent", "Start Grinder agents that connect to the console."),
-    "echo": ("esbperf.services.echo:echo", "Start a JAX-WS echo back end (ws1, ws2, ws3)."),
+    "echo": ("esbperf.services.echo:echo", "Start an echo back end (ws1, ws2, ws3): JAX-WS RI, CXF or lean."),
     "esb": ("esbperf.services.esb:esb", "Start an ESB under test or a floor (an engine folder of esb-projects/)."),
     "verify": ("esbperf.run.verify:verify", "Send one request per scenario to a target and check the answers."),
     "monitor": ("esbperf.services.monitor:monitor", "Start the sigar CPU/network monitor for a host role."),

@@ -17,6 +17,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from esbperf.cli.output import console as run_console, report as _report
 from esbperf.core import capacity as capacities, plan as plans, topology
 from esbperf.core.config import AgentConfig
 from esbperf.core.errors import EsbperfError
@@ -71,7 +72,9 @@ def finish(run_dir: Path, console: Console) -> Path:
                                max_pool(plan, len(record.get("agents") or [])))
     table = Table(title=f"capacity probes: p99 from the due time ≤ {plan.capacity.p99_ms:g} ms, errors ≤ "
                         f"{plan.capacity.max_error_percent:g} %, achieved rate within "
-                        f"{100 * capacities.RATE_TOLERANCE:g} % of the offered one ({plan.arrivals} arrivals)")
+                        f"{100 * capacities.RATE_TOLERANCE:g} % of the offered one"
+                        + (" plus 1.96 standard deviations of the Poisson draw" if plan.arrivals == "poisson" else "")
+                        + f" ({plan.arrivals} arrivals)")
     for column in ("target", "scenario", "payload", "it", "#", "phase", "rate/s", "threads", "achieved/s", "errors %",
                    "p99 ms", "verdict"):
         table.add_column(column)
@@ -118,7 +121,8 @@ def print_dry_run(plan: plans.Plan, targets: list[str], testbed: topology.Testbe
     guess = estimate.estimate(plan, first)
     per_probe = guess.steps[0][1]
     searches = len(first)
-    console.print(f"{searches} capacity search(es) ({plan.iterations} iteration(s) × {', '.join(plan.scenarios)} × "
+    forks = f"{plan.forks} fork(s), each starting the engines afresh, × " if plan.forks > 1 else ""
+    console.print(f"{searches} capacity search(es) ({forks}{plan.iterations} iteration(s) × {', '.join(plan.scenarios)} × "
                   f"{len(plan.payloads)} payload(s) × {', '.join(targets)}), each from {goal.start_rate:g}/s, "
                   f"× {capacities.GROWTH:g} until a probe is over the goal (at most {goal.max_rate:g}/s), then at most "
                   f"{bisect} bisections to {100 * goal.precision:g} %")
@@ -130,10 +134,10 @@ def print_dry_run(plan: plans.Plan, targets: list[str], testbed: topology.Testbe
 
 
 def options_plan(targets: tuple[str, ...], scenario: str, payload: str, duration_s: float, warmup_s: float,
-                 iterations: int, users: int | None, seed: int | None, goal: dict) -> plans.Plan:
+                 iterations: int, users: int | None, seed: int | None, goal: dict, forks: int = 1) -> plans.Plan:
     """The plan of a search given by options, checked as a plan file is."""
     data = {"name": NAME, "scenarios": [scenario], "payloads": [payload], "duration_s": duration_s,
-            "warmup_s": warmup_s, "iterations": iterations, "arrivals": "poisson",
+            "warmup_s": warmup_s, "iterations": iterations, "forks": forks, "arrivals": "poisson",
             "capacity": {k: v for k, v in goal.items() if v is not None}}
     if users is not None:
         data["users"] = [users]
@@ -161,9 +165,12 @@ def options_plan(targets: tuple[str, ...], scenario: str, payload: str, duration
 @click.option("--duration-s", default=30.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
               help="Seconds measured per probe.")
 @click.option("--warmup-s", default=20.0, show_default=True, type=click.FloatRange(min=0),
-              help="Seconds of warm-up before each probe's measurement (a new worker JVM compiles for ~10 s).")
+              help="Seconds of warm-up before each probe's measurement (the target settling at the probe's rate).")
 @click.option("--iterations", default=1, show_default=True, type=click.IntRange(min=1),
               help="Searches per target (each a whole search: their spread is the result's noise).")
+@click.option("--forks", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Engine processes per target, each started afresh and searched --iterations times (the process, "
+                   "not the search, is what repeats a capacity: docs/capacity.md).")
 @click.option("--users", type=click.IntRange(min=1),
               help="A fixed thread pool per probe [default: max(10, 2 × rate × p99 goal), per rate].")
 @click.option("--seed", type=click.IntRange(0, 2**31 - 1), help="The seed of the Poisson arrivals [default: drawn].")
@@ -183,12 +190,12 @@ def options_plan(targets: tuple[str, ...], scenario: str, payload: str, duration
 @click.option("--token-file", type=click.Path(dir_okay=False, path_type=Path),
               help="The console's control-API token (default: as `esbperf run` finds it).")
 def capacity(target_names, p99_ms, max_error_percent, precision, start_rate, max_rate, scenario, payload, duration_s,
-             warmup_s, iterations, users, seed, plan_name, testbed_name, out, resume_dir, dry_run, no_verify, report,
-             max_skew_ms, token_file) -> int:
+             warmup_s, iterations, forks, users, seed, plan_name, testbed_name, out, resume_dir, dry_run, no_verify,
+             report, max_skew_ms, token_file) -> int:
     """Find the highest open-model rate (Poisson arrivals) each target holds with p99 latency from the
     due time within --p99-ms, errors within --max-error-percent and the achieved rate within 2 % of
-    the offered one: grow the rate × 2, then bisect to --precision; every probe a step of its own."""
-    from esbperf.cli.run import _report, console as run_console
+    the offered one plus 1.96 standard deviations of the Poisson draw: grow the rate × 2, then bisect
+    to --precision; every probe a step of its own."""
     goal = {"p99_ms": p99_ms, "max_error_percent": max_error_percent, "precision": precision,
             "start_rate": start_rate, "max_rate": max_rate}
     con = run_console()
@@ -217,7 +224,8 @@ def capacity(target_names, p99_ms, max_error_percent, precision, start_rate, max
     else:
         if p99_ms is None:
             raise EsbperfError("give the goal, --p99-ms MS (or a --plan with `capacity:`)")
-        plan = options_plan(target_names, scenario, payload, duration_s, warmup_s, iterations, users, seed, goal)
+        plan = options_plan(target_names, scenario, payload, duration_s, warmup_s, iterations, users, seed, goal,
+                            forks)
     testbed = topology.load(testbed_name)
     if dry_run:
         print_dry_run(plan, list(target_names), testbed, con)

@@ -47,7 +47,7 @@ def launched(testbed: topology.Testbed, engines: str | Sequence[str], workdir: P
             hosts.start(testbed, esb, echo=lambda line: console.print(f"started {line}"), root=workdir)
             yield dict(local_state_dirs=hosts.local_agent_states(testbed, workdir),
                        token_file=hosts.console_token(testbed, workdir),
-                       restart_esb=hosts.esb_restarter(testbed, "per-step", workdir))
+                       restart_esb=hosts.esb_restarter(testbed, True, workdir))
         else:
             group = services.start(testbed, engines, workdir, echo=console.print)
             yield dict(local_state_dirs=services.state_dirs(workdir),

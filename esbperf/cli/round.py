@@ -43,7 +43,7 @@ MAX_PUBLISHED_BYTES = 20_000_000
 # What a published round holds (names or patterns under the round's folder; with them each run's
 # manifest, runs/<run>/run.json). The report's graphs as SVG only: its report.html shows those (write_report's embed_graphs=False), and PNG copies as well
 # would not fit the 20 MB.
-PUBLISHED = ("round.json", "verification.csv", "README.md", "figures.csv", "report/report.html",
+PUBLISHED = ("round.json", "verification.csv", "README.md", "figures.csv", "verdicts.csv", "report/report.html",
              "report/summary.csv", "report/aggregate.csv", "report/hlog.tar.gz", "report/graphs/*.svg", "capacity")
 # The capacity searches' starts are chosen within a quarter to a half of the capacities measured here:
 # the estimate assumes each capacity lies within 4 × its start rate.
@@ -114,6 +114,10 @@ def print_dry_run(rnd: rounds.Round, quick: bool, console: Console) -> None:
                   f"({estimate.duration(estimate.median('round_setup_s'))}) and the report; capacity searches counted "
                   f"at a capacity within {CAPACITY_OVER_START} × their start rate. Round and plans are valid; "
                   "nothing was started")
+    from esbperf.analysis import round as pages   # the published round as the pilot: how many forks
+    published = pages.published_round(rnd.published)
+    for line in pages.repetition_lines(published) if published is not None else []:
+        console.print(line)
 
 
 # --- the round --------------------------------------------------------------------------------

@@ -12,15 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from rich.console import Console
 
 from esbperf.core import plan as plans, scenarios, topology
 from esbperf.core.errors import EsbperfError
 from esbperf.cli import capacity
+from esbperf.cli.output import console, report as _report
 from esbperf.run import crosscheck, runner, user_script
 from esbperf.run.preflight import MAX_SKEW_MS
-
-REPORT_FAILED = 3
 
 # Which options each mode takes (the flags every mode takes are not listed).
 NEW_RUN = {"plan_name", "target_names", "only", "out", "testbed_name", "dry_run", "cross_check"}
@@ -40,13 +38,6 @@ WHY_NOT = {
     ("new", "--properties"): "--properties is the properties file of a --script; give the script too",
     "new": "a run does not take {options}",
 }
-
-
-def console() -> Console:
-    """A console for the run's output: on a terminal as rich draws it; in a log or a pipe wide and
-    never wrapped, so each status line stays one line."""
-    c = Console()
-    return c if c.is_terminal else Console(soft_wrap=True, width=200)
 
 
 def mode_of(options: dict) -> str:
@@ -80,17 +71,6 @@ def _new_plan(options: dict, mode: str) -> tuple[plans.Plan, user_script.UserScr
         plan.scenarios = list(options["only"])
     return plan, script
 
-
-def _report(folder: Path) -> int:
-    """Write the run's report; the exit status (REPORT_FAILED when it fails: the data is safe)."""
-    from esbperf.analysis.report import write_report   # matplotlib only once there is data
-    try:
-        click.echo(f"report: {write_report([folder]) / 'report.html'}")
-        return 0
-    except Exception as e:   # noqa: BLE001 - whatever went wrong, the run itself is complete
-        click.echo(f"esbperf: the run's data is safe, but its report failed: {e}; retry with "
-                   f"`esbperf report {folder}`", err=True)
-        return REPORT_FAILED
 
 
 @click.command()

@@ -1,0 +1,519 @@
+"""The engine process as the unit of a measurement (docs/analysis.md, "Forks: the process as the
+unit"), after Kalibera & Jones, "Rigorous benchmarking in reasonable time" (ISMM 2013): a target
+measured in N forks (each a freshly started engine process, warmed to steady) of r iterations each
+has two levels of variance, between processes and between iterations of one process, and its
+figures are as certain as its processes allow, not its iterations.
+
+- `components`: the two variances (their method-of-moments estimates).
+- `interval`: a figure's 95 % interval, Student's t with the forks' degrees of freedom.
+- `ratio`, `difference`: the interval of A ÷ B (A − B) of two targets' figures, by a bootstrap over
+  the forks: each resample's figure taken from the resampled forks' pooled data (their TPS, their
+  pooled histograms' percentile), its spread the interval's standard error, the forks the degrees
+  of freedom.
+- `verdict`: that interval in one sentence ("camel is faster than synapse by 12 % (95 %: 6–18 %)").
+- `repetitions`: how many forks and iterations a difference of 5 % or 10 % needs, from a pilot's
+  variance components.
+
+With one fork the iterations are the units: every interval then says it leaves out the variance
+between processes (`Interval.one_fork`), which no number of iterations of one process measures."""
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+from scipy import stats as scipy_stats
+
+from esbperf.results.histogram import Histogram, nearest_rank
+
+CONFIDENCE = 0.95
+# The bootstrap enumerates every distinct resample of the units (weighted by its multinomial
+# probability: the ideal bootstrap, no Monte-Carlo noise, the same figures every time) while there
+# are at most this many, i.e. up to 7 units; beyond, RESAMPLES drawn from a generator seeded with SEED.
+EXACT_RESAMPLES = 5000
+RESAMPLES = 2000
+SEED = 2013
+# Resamples of pooled histograms evaluated at once (each a row over every bucket of the step).
+BATCH = 256
+
+
+def t_quantile(p: float, df: float) -> float:
+    """Student's t quantile (scipy)."""
+    return float(scipy_stats.t.ppf(p, df))
+
+
+# --- a figure's data ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Sample:
+    """One target's figure at one step: its iterations, each with the fork (process) that measured it.
+
+    Either `values` (a figure of each iteration averaged over them: TPS, a capacity; the figure of
+    several is their mean, of forks their forks' means) or `histograms` (each iteration's response
+    times, µs; the figure of several is the percentile `p` of their pooled histogram, or its mean
+    when `p` is None). `left_out` says which iterations the caller left out, and why."""
+
+    forks: tuple[int, ...]
+    values: tuple[float, ...] = ()
+    histograms: tuple[Histogram, ...] = ()
+    p: float | None = None
+    left_out: str = ""
+    scale: float = 1.0        # a pooled figure's unit per histogram unit (0.001: µs to ms)
+    unit: str = "iteration"   # what one fork's repetitions are called (a capacity's: "search")
+
+    @classmethod
+    def of_values(cls, values: Iterable[float | None], forks: Iterable[int] | None = None, left_out: str = "",
+                  unit: str = "iteration") -> "Sample":
+        pairs = [(int(f), float(v)) for v, f in zip(values, forks if forks is not None else itertools.repeat(1))
+                 if v is not None and not (isinstance(v, float) and math.isnan(v))]
+        return cls(tuple(f for f, _ in pairs), values=tuple(v for _, v in pairs), left_out=left_out, unit=unit)
+
+    @classmethod
+    def of_histograms(cls, histograms: Iterable[Histogram | None], forks: Iterable[int] | None, p: float | None,
+                      left_out: str = "", scale: float = 1.0) -> "Sample":
+        pairs = [(int(f), h) for h, f in zip(histograms, forks if forks is not None else itertools.repeat(1))
+                 if h is not None and h.n]
+        return cls(tuple(f for f, _ in pairs), histograms=tuple(h for _, h in pairs), p=p, left_out=left_out,
+                   scale=scale)
+
+    @property
+    def pooled(self) -> bool:
+        return bool(self.histograms)
+
+    @property
+    def iterations(self) -> int:
+        return len(self.forks)
+
+    @property
+    def fork_count(self) -> int:
+        return len(set(self.forks))
+
+    @property
+    def one_fork(self) -> bool:
+        return self.fork_count < 2
+
+    def groups(self) -> list[list[int]]:
+        """The iterations' indices per unit: per fork with two forks or more, else each iteration
+        alone (one fork: the iterations are all there is to resample)."""
+        if self.one_fork:
+            return [[i] for i in range(self.iterations)]
+        by_fork: dict[int, list[int]] = {}
+        for i, f in enumerate(self.forks):
+            by_fork.setdefault(f, []).append(i)
+        return [by_fork[f] for f in sorted(by_fork)]
+
+    def iteration_values(self) -> list[float]:
+        """Each iteration's own figure (a percentile of its own histogram, for pooled figures)."""
+        if not self.pooled:
+            return list(self.values)
+        return [_figure_of(h, self.p) * self.scale for h in self.histograms]
+
+    def figure(self) -> float | None:
+        """The figure of all iterations: the mean of the forks' means (of the iterations with one
+        fork), or the percentile of all histograms pooled."""
+        if not self.forks:
+            return None
+        return float(_Units.of(self).statistic(np.ones((1, len(self.groups()))))[0])
+
+
+def _figure_of(h: Histogram, p: float | None) -> float:
+    return float(h.mean if p is None else h.percentile(p))
+
+
+class _Units:
+    """A sample's resampling units as arrays: a statistic of any weighting of them at once."""
+
+    def __init__(self, sample: Sample, groups: list[list[int]]):
+        self.sample, self.n = sample, len(groups)
+        if not sample.pooled:
+            self.means = np.array([np.mean([sample.values[i] for i in g]) for g in groups])
+            return
+        keys = [np.fromiter(h.counts.keys(), np.int64, len(h.counts)) for h in sample.histograms]
+        self.lows = np.unique(np.concatenate(keys)).astype(np.float64)
+        counts = np.zeros((self.n, len(self.lows)))
+        for u, g in enumerate(groups):
+            for i in g:
+                h = sample.histograms[i]
+                np.add.at(counts[u], np.searchsorted(self.lows, keys[i]), np.fromiter(h.counts.values(), np.float64,
+                                                                                      len(h.counts)))
+        self.totals = np.array([float(sum(sample.histograms[i].total for i in g)) for g in groups])
+        self.sizes = np.array([float(sum(sample.histograms[i].n for i in g)) for g in groups])
+        self.mins = np.array([float(min(sample.histograms[i].min for i in g)) for g in groups])
+        self.cumulative = np.cumsum(counts, axis=1)
+
+    @classmethod
+    def of(cls, sample: Sample) -> "_Units":
+        return cls(sample, sample.groups())
+
+    def statistic(self, weights: np.ndarray) -> np.ndarray:
+        """The figure of each row of `weights` (how often each unit is taken)."""
+        if not self.sample.pooled:
+            return weights @ self.means / weights.sum(axis=1)
+        if self.sample.p is None:
+            return weights @ self.totals / (weights @ self.sizes) * self.sample.scale
+        out = np.empty(len(weights))
+        for start in range(0, len(weights), BATCH):
+            w = weights[start:start + BATCH]
+            n = w @ self.sizes
+            ranks = np.array([nearest_rank(self.sample.p, k) for k in np.rint(n).astype(np.int64).tolist()])
+            cumulative = np.zeros((len(w), self.cumulative.shape[1]))
+            for u in range(self.n):       # a sum of n scaled rows: no BLAS threads for a small product
+                cumulative += w[:, u, None] * self.cumulative[u]
+            index = np.argmax(cumulative >= ranks[:, None] - 1e-9, axis=1)
+            lowest = np.where(w > 0, self.mins, np.inf).min(axis=1)
+            out[start:start + BATCH] = np.maximum(self.lows[index], lowest)   # as Histogram.percentile reads it
+        return out * self.sample.scale
+
+
+@functools.lru_cache(maxsize=None)
+def _resamples(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The bootstrap's resamples of n units (how often each is taken) and their probabilities:
+    every distinct one while there are at most EXACT_RESAMPLES, else RESAMPLES seeded draws."""
+    if math.comb(2 * n - 1, n) <= EXACT_RESAMPLES:
+        rows = np.array([np.bincount(c, minlength=n) for c in itertools.combinations_with_replacement(range(n), n)])
+        log_p = (math.lgamma(n + 1) - np.sum([[math.lgamma(k + 1) for k in r] for r in rows], axis=1)
+                 - n * math.log(n))
+        return rows.astype(np.float64), np.exp(log_p)
+    rng = np.random.default_rng(SEED + n)
+    rows = rng.multinomial(n, np.full(n, 1.0 / n), size=RESAMPLES).astype(np.float64)
+    return rows, np.full(RESAMPLES, 1.0 / RESAMPLES)
+
+
+@dataclass(frozen=True)
+class _Spread:
+    """A figure's point value and the variance of its estimate, on a log scale or not."""
+
+    value: float
+    variance: float      # of log(value) when `log`, else of value
+    units: int
+    log: bool
+
+
+def _spread(sample: Sample, log: bool) -> _Spread | None:
+    """The figure and the variance of its estimate: the bootstrap's variance over the units' resamples,
+    times n / (n − 1), the ideal bootstrap's shortfall for a mean (its variance of a mean of n
+    resampled units is (n − 1)/n of s²/n). Units are resampled at the top level only: an iteration
+    resampled again inside a resampled fork would count the within-process variance twice (it is
+    in the spread of the forks' means already; Davison & Hinkley, Bootstrap Methods and their
+    Application, 1997, §3.8)."""
+    groups = sample.groups()
+    if len(groups) < 2:
+        return None
+    units = _Units(sample, groups)
+    value = float(units.statistic(np.ones((1, len(groups))))[0])
+    weights, probability = _resamples(len(groups))
+    figures = units.statistic(weights)
+    if log:
+        if value <= 0 or np.any(figures <= 0):
+            return None
+        figures = np.log(figures)
+    mean = float(probability @ figures)
+    variance = float(probability @ (figures - mean) ** 2) * len(groups) / (len(groups) - 1)
+    return _Spread(value, variance, len(groups), log)
+
+
+# --- intervals -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Interval:
+    """A figure (or a ratio, or a difference of figures) and its 95 % interval."""
+
+    value: float | None
+    low: float | None
+    high: float | None
+    forks: int               # the fewest forks of the sides (1: one fork, the iterations are the units)
+    units: int               # the fewest units of the sides: forks, or iterations with one fork
+    df: float | None         # Student's t degrees of freedom; None without an interval
+    one_fork: bool           # True: the interval leaves out the variance between processes
+    se: float | None = None  # its standard error (of the log for a ratio or a pooled figure)
+    log: bool = False        # the interval is symmetric in log(value)
+    why_none: str = ""       # why there is no interval
+
+    @property
+    def has_interval(self) -> bool:
+        return self.low is not None and self.high is not None
+
+    @property
+    def half_width(self) -> float | None:
+        return None if not self.has_interval else (self.high - self.low) / 2
+
+    def note(self) -> str:
+        """What the interval leaves out, or why there is none; "" when neither."""
+        if not self.has_interval:
+            return self.why_none
+        return "one fork: the interval leaves out the variance between processes" if self.one_fork else ""
+
+
+def _none(value: float | None, sides: Sequence[Sample], why: str) -> Interval:
+    return Interval(value, None, None, min((s.fork_count for s in sides), default=0),
+                    min((len(s.groups()) for s in sides), default=0), None, any(s.one_fork for s in sides),
+                    why_none=why)
+
+
+def _units_word(sample: Sample) -> str:
+    return sample.unit if sample.one_fork else "fork"
+
+
+def interval(sample: Sample, confidence: float = CONFIDENCE) -> Interval:
+    """A figure's interval. A mean (TPS, a capacity): the forks' means ± t(n − 1) × their standard
+    deviation ÷ √n (Kalibera & Jones), the iterations' with one fork. A pooled figure (a percentile):
+    symmetric in its log, t(n − 1) bootstrap standard errors (`_spread`)."""
+    value = sample.figure()
+    n = len(sample.groups())
+    if n < 2:
+        return _none(value, [sample], f"one {_units_word(sample)}: no interval" if n else "not measured")
+    q = t_quantile((1 + confidence) / 2, n - 1)
+    if not sample.pooled:
+        units = _Units.of(sample)
+        se = float(np.std(units.means, ddof=1) / math.sqrt(n))
+        return Interval(value, value - q * se, value + q * se, sample.fork_count, n, n - 1, sample.one_fork, se)
+    spread = _spread(sample, log=True)
+    if spread is None:
+        return _none(value, [sample], "a figure of 0: no interval on its scale")
+    se = math.sqrt(spread.variance)
+    return Interval(value, value * math.exp(-q * se), value * math.exp(q * se), sample.fork_count, n, n - 1,
+                    sample.one_fork, se, log=True)
+
+
+def _two(a: Sample, b: Sample, log: bool, confidence: float, memo: dict | None) -> Interval:
+    sides = [a, b]
+    few = [s for s in sides if len(s.groups()) < 2]
+    if few:
+        value_a, value_b = a.figure(), b.figure()
+        if value_a is None or value_b is None:
+            return _none(None, sides, "not measured")
+        value = (value_a / value_b if value_b else None) if log else value_a - value_b
+        return _none(value, sides, f"one {_units_word(few[0])} a side: no interval")
+    ours, theirs = (_remembered(s, log, memo) for s in (a, b))
+    if ours is None or theirs is None:
+        value_a, value_b = a.figure(), b.figure()
+        return _none(value_a / value_b if log and value_b else None if log else value_a - value_b, sides,
+                     "a figure of 0: no ratio")
+    value = ours.value / theirs.value if log else ours.value - theirs.value
+    # The sides have as many forks each (a plan's `forks`), where Student's pooled t is robust to
+    # unequal variances; Welch's degrees of freedom would fall towards 1 with 2-3 forks a side.
+    df = ours.units + theirs.units - 2
+    se = math.sqrt(ours.variance + theirs.variance)
+    q = t_quantile((1 + confidence) / 2, df)
+    low, high = (value * math.exp(-q * se), value * math.exp(q * se)) if log else (value - q * se, value + q * se)
+    return Interval(value, low, high, min(a.fork_count, b.fork_count), min(ours.units, theirs.units), df,
+                    a.one_fork or b.one_fork, se, log)
+
+
+def _remembered(sample: Sample, log: bool, memo: dict | None) -> _Spread | None:
+    if memo is None:
+        return _spread(sample, log)
+    key = (id(sample), log)
+    if key not in memo:
+        memo[key] = _spread(sample, log)
+    return memo[key]
+
+
+def ratio(a: Sample, b: Sample, confidence: float = CONFIDENCE, memo: dict | None = None) -> Interval:
+    """A ÷ B and its interval: symmetric in log(A ÷ B), whose standard error is the two sides'
+    bootstrap standard errors (`_spread`) together, with n_A + n_B − 2 degrees of freedom. `memo`
+    keeps each sample's bootstrap for the next ratio it is in (the caller keeps the samples)."""
+    return _two(a, b, True, confidence, memo)
+
+
+def difference(a: Sample, b: Sample, confidence: float = CONFIDENCE, memo: dict | None = None) -> Interval:
+    """A − B (e.g. the latency an ESB adds to direct's, a difference of pooled percentiles) and its
+    interval, as `ratio` on the figures' own scale."""
+    return _two(a, b, False, confidence, memo)
+
+
+def agreement(first: Interval, second: Interval, log: bool, confidence: float = CONFIDENCE
+              ) -> tuple[bool | None, float | None, float | None]:
+    """Whether two measurements of one figure agree: the interval of their ratio (log) or difference
+    contains 1 (0), from their own standard errors and degrees of freedom. A side of one unit (no
+    interval of its own) is a single draw: it varies as one of the other side's units, √n times
+    that side's standard error (a prediction interval). (agrees, low, high); None when neither
+    side has an interval."""
+    if first.value is None or second.value is None:
+        return None, None, None
+    if log and (first.value <= 0 or second.value <= 0):
+        return None, None, None
+    sides = [s for s in (first, second) if s.se is not None and s.df]
+    if not sides:
+        return None, None, None
+    se2, df = 0.0, 0.0
+    for s, other in ((first, second), (second, first)):
+        if s.se is not None and s.df:
+            se2 += (s.se if s.log == log else _rescaled(s, log)) ** 2
+            df += s.df
+        else:                               # a single draw, as one unit of the other side
+            se2 += (other.se if other.log == log else _rescaled(other, log)) ** 2 * other.units
+    center = math.log(second.value / first.value) if log else second.value - first.value
+    half = t_quantile((1 + confidence) / 2, df) * math.sqrt(se2)
+    low, high = center - half, center + half
+    if log:
+        low, high = math.exp(low), math.exp(high)
+        return low <= 1 <= high, low, high
+    return low <= 0 <= high, low, high
+
+
+def _rescaled(i: Interval, log: bool) -> float:
+    """A standard error on the other scale (delta method): se(log x) ≈ se(x) ÷ x."""
+    return i.se / abs(i.value) if log else i.se * abs(i.value)
+
+
+# --- the variance at each level ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Components:
+    """Kalibera & Jones' two levels: `within`, the variance between iterations of one process
+    (S²_W, the mean of the forks' own sample variances), and `between`, the variance between
+    processes beyond what their iterations explain (τ² = S²(forks' means) − S²_W × mean(1 / r),
+    floored at 0); None where the data cannot tell (one fork; forks of one iteration)."""
+
+    mean: float
+    forks: int
+    iterations: float            # per fork, on average
+    within: float | None
+    between: float | None
+    means_variance: float | None  # S² of the forks' means
+
+    def relative(self) -> tuple[float | None, float | None]:
+        """(between, within) as squared coefficients of variation (÷ mean²)."""
+        if not self.mean:
+            return None, None
+        m2 = self.mean ** 2
+        return (None if self.between is None else self.between / m2, None if self.within is None else self.within / m2)
+
+
+def components(sample: Sample) -> Components | None:
+    """The sample's variance components, from each iteration's own figure (`iteration_values`)."""
+    values = sample.iteration_values()
+    if not values:
+        return None
+    by_fork: dict[int, list[float]] = {}
+    for f, v in zip(sample.forks, values):
+        by_fork.setdefault(f, []).append(v)
+    groups = list(by_fork.values())
+    variances = [np.var(g, ddof=1) for g in groups if len(g) > 1]
+    within = float(np.mean(variances)) if variances else None
+    means = [float(np.mean(g)) for g in groups]
+    means_variance = float(np.var(means, ddof=1)) if len(groups) > 1 else None
+    between = None      # one fork, or forks of one iteration each: the levels cannot be told apart
+    if means_variance is not None and within is not None:
+        between = max(0.0, means_variance - within * float(np.mean([1 / len(g) for g in groups])))
+    return Components(float(np.mean(means)), len(groups), float(np.mean([len(g) for g in groups])), within,
+                      between, means_variance)
+
+
+# --- how many forks and iterations --------------------------------------------------------------------
+
+MAX_ITERATIONS = 20      # the most iterations per fork advised (a between-process variance of ~0 asks for ∞)
+
+
+@dataclass(frozen=True)
+class Repetitions:
+    """Forks and iterations per fork that resolve a relative `difference` at 95 %: the ratio of two
+    targets measured alike has an interval whose half-width is at most the difference."""
+
+    difference: float
+    forks: int | None           # None: not within MAX_FORKS
+    iterations: int
+    seconds: float | None       # what one target then costs: forks × (fork cost + iterations × iteration cost)
+
+
+MAX_FORKS = 200
+
+
+def iterations_per_fork(between: float, within: float, fork_cost_s: float, iteration_cost_s: float) -> int:
+    """The iterations per fork that make the interval narrowest for the time spent (Kalibera &
+    Jones' optimum; the classic two-stage sampling one, Cochran, Sampling Techniques, 1977, §10.6):
+    Var(mean) = τ²/n + σ²/(n·r) at a cost n·(c_fork + r·c_iter) is least for r = √(c_fork·σ² ÷
+    (c_iter·τ²)), rounded up, between 1 and MAX_ITERATIONS."""
+    if within <= 0:
+        return 1
+    if between <= 0:
+        return MAX_ITERATIONS
+    return max(1, min(MAX_ITERATIONS, math.ceil(math.sqrt(fork_cost_s * within / (iteration_cost_s * between)))))
+
+
+def repetitions(between: float, within: float, fork_cost_s: float, iteration_cost_s: float,
+                difference: float, confidence: float = CONFIDENCE) -> Repetitions:
+    """The fewest forks (of iterations_per_fork iterations) for which two targets with these relative
+    variance components (squared coefficients of variation) have a ratio interval no wider than
+    ±`difference` (0.05: 5 %): t(2n − 2) × √(2 (τ² + σ²/r) / n) ≤ ln(1 + difference)."""
+    r = iterations_per_fork(between, within, fork_cost_s, iteration_cost_s)
+    target = math.log(1 + difference)
+    for n in range(2, MAX_FORKS + 1):
+        if t_quantile((1 + confidence) / 2, 2 * n - 2) * math.sqrt(2 * (between + within / r) / n) <= target:
+            return Repetitions(difference, n, r, n * (fork_cost_s + r * iteration_cost_s))
+    return Repetitions(difference, None, r, None)
+
+
+# --- verdicts in words ---------------------------------------------------------------------------------
+
+# How a verdict words each figure: higher is better (TPS, capacity) or lower (latency).
+HIGHER_IS_BETTER = {"tps": True, "capacity": True, "p50": False, "p90": False, "p99": False, "mean": False}
+FIGURE_NAMES = {"tps": "TPS", "capacity": "capacity", "p50": "p50", "p90": "p90", "p99": "p99", "mean": "mean"}
+
+
+def _percent(x: float) -> str:
+    x = 100 * x
+    return f"{x:.0f}" if abs(x) >= 10 else f"{x:.1f}"
+
+
+def signed_percent(x: float) -> str:
+    """A relative change as a signed percentage: +9.0, −4.0, −12."""
+    return ("+" if x >= 0 else "−") + _percent(abs(x))
+
+
+def _range(low: float, high: float) -> str:
+    return f"{_percent(low)}–{_percent(high)} %"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    figure: str          # tps, p50, p99, capacity
+    a: str
+    b: str
+    interval: Interval   # of a ÷ b
+    better: str          # the target shown better, "" when no difference is shown or not judged
+    sentence: str
+    short: str = ""      # for a table cell: `camel by 12 % (6.0–18 %)`, `none shown (−4.0 to +9.0 %)`, `not judged`
+
+    @property
+    def shown(self) -> bool | None:
+        return None if not self.interval.has_interval else bool(self.better)
+
+
+def verdict(a: str, b: str, figure: str, found: Interval, bound_note: str = "") -> Verdict:
+    """One sentence for A ÷ B of `figure`: which is better and by how much, with the 95 % interval
+    ("camel is faster than synapse by 12 % (95 %: 6–18 %)"), or "no difference shown" with the
+    interval of A against B, or why not judged. `bound_note`: what bounded a side's steps when the
+    testbed did (the client, a link, the back ends: compare.bound_note of analysis/bottleneck's
+    `bound`), said at the end: such a verdict is about the testbed, not the targets."""
+    name = FIGURE_NAMES.get(figure, figure)
+    tail = "".join(f"; {note}" for note in (found.note() if found.has_interval else "",
+                                             bound_note) if note)
+    if not found.has_interval:
+        why = found.why_none or "no interval"
+        return Verdict(figure, a, b, found, "", f"{a} vs {b}, {name}: not judged ({why})" + tail, "not judged")
+    low, high = found.low, found.high
+    higher = HIGHER_IS_BETTER.get(figure, True)
+    if low > 1 or high < 1:
+        first, second = (a, b) if (low > 1) == higher else (b, a)
+        if low > 1:                      # a's figure is the larger
+            up, up_low, up_high = found.value - 1, low - 1, high - 1                        # a over b
+            down, down_low, down_high = 1 - 1 / found.value, 1 - 1 / low, 1 - 1 / high      # b under a
+        else:
+            up, up_low, up_high = 1 / found.value - 1, 1 / high - 1, 1 / low - 1            # b over a
+            down, down_low, down_high = 1 - found.value, 1 - high, 1 - low                  # a under b
+        if higher:
+            words = {"tps": "is faster than", "capacity": "holds more than"}.get(figure, f"has a higher {name} than")
+            by = f"{_percent(up)} % (95 %: {_range(up_low, up_high)})"
+            text = f"{first} {words} {second} by {by}"
+        else:
+            by = f"{_percent(down)} % (95 %: {_range(down_low, down_high)})"
+            text = f"{first}'s {name} is lower than {second}'s by {by}"
+        return Verdict(figure, a, b, found, first, text + tail, f"{first} by {by.replace('95 %: ', '')}")
+    shown = f"{signed_percent(low - 1)} to {signed_percent(high - 1)} %"
+    text = f"{a} vs {b}, {name}: no difference shown (95 %: {shown} for {a} against {b})"
+    return Verdict(figure, a, b, found, "", text + tail, f"none shown ({shown})")

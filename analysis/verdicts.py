@@ -1,0 +1,198 @@
+"""Verdicts: every pair of series (targets of a run, or runs of one target) at every step they share,
+judged per figure on the interval of their ratio with the process as the unit (analysis/forks.py):
+"camel is faster than synapse by 12 % (95 %: 6–18 %)", or "no difference shown (95 %: −4 to +9 %)".
+Nothing is ranked on its point estimates. What the report, `esbperf compare` (verdicts.csv and the
+lines it prints), the gate and a round's page say of two targets comes from here.
+
+And how many forks and iterations a difference needs (`advice`), from the pilot's own variance
+components (Kalibera & Jones, ISMM 2013)."""
+from __future__ import annotations
+
+import itertools
+import statistics
+from dataclasses import dataclass
+from typing import Iterable
+
+import polars as pl
+
+from esbperf.analysis import forks
+from esbperf.analysis.runs import BASELINE_TARGET
+from esbperf.analysis.stats import StepHistograms, figure_sample
+
+# The figures judged, and their summary.csv column.
+FIGURES = {"tps": "tps", "p50": "rt_p50_ms", "p99": "rt_p99_ms"}
+# What identifies a step across series (as compare.STEP_KEYS, with the model).
+STEP = ("scenario", "payload_bytes", "payload_label", "users", "model", "rate", "test")
+COLUMNS = {"plan": pl.String, "scenario": pl.String, "payload_bytes": pl.Int64, "payload_label": pl.String,
+           "users": pl.Int64, "model": pl.String, "rate": pl.Float64, "test": pl.Int64, "figure": pl.String,
+           "a": pl.String, "b": pl.String, "a_run": pl.String, "a_target": pl.String, "b_run": pl.String,
+           "b_target": pl.String, "ratio": pl.Float64, "ratio_low": pl.Float64, "ratio_high": pl.Float64,
+           "df": pl.Float64, "forks": pl.Int64, "units": pl.Int64, "one_fork": pl.Boolean, "shown": pl.Boolean,
+           "better": pl.String, "valid_a": pl.String, "valid_b": pl.String, "bound_note": pl.String,
+           "sentence": pl.String, "short": pl.String}
+
+
+def _bound_note(a: dict, b: dict, label_a: str, label_b: str) -> str:
+    """What bounded the two steps when the testbed did (aggregate.csv `bound`, when the analysis has
+    it: compare.bound_note); "" otherwise."""
+    if "bound" not in a or "bound" not in b:
+        return ""
+    from esbperf.analysis.compare import bound_note
+    return bound_note(a.get("bound"), b.get("bound"), label_a, label_b)
+
+
+def _invalid(label: str, valid: str | None) -> str:
+    return "" if not valid or valid == "yes" else f"{label}: {valid.replace(';', ', ')}"
+
+
+def judge_pairs(summary: pl.DataFrame, histograms: dict[tuple, StepHistograms], labels: dict[tuple[str, str], str],
+                aggregate: pl.DataFrame | None = None, pairs: Iterable[tuple[tuple[str, str], tuple[str, str]]] | None = None
+                ) -> pl.DataFrame:
+    """verdicts.csv: for each plan, step and pair of series (run, target) that both measured it, one
+    row per figure: the ratio a ÷ b, its interval, the verdict in words. `pairs` limits the pairs
+    (default: every pair of series of a plan, in the order they are labelled). `histograms`: each
+    summary row's distributions by (run, step_dir, test)."""
+    agg = {} if aggregate is None else {
+        (r["run"], r["target"], *(r[k] for k in STEP)): r for r in aggregate.iter_rows(named=True)}
+    wanted = None if pairs is None else set(pairs)
+    rows: list[dict] = []
+    cache: dict = {}
+    memo: dict = {}          # each sample's bootstrap, for every pair it is in
+    for (plan,), of_plan in summary.group_by(["plan"], maintain_order=True):
+        found = list(dict.fromkeys(zip(of_plan["run"], of_plan["target"])))
+        series = sorted(found, key=lambda s: (s[1] != BASELINE_TARGET, found.index(s)))   # the baseline first
+        steps: dict[tuple, dict[tuple[str, str], list[dict]]] = {}
+        for r in of_plan.iter_rows(named=True):
+            steps.setdefault(tuple(r[k] for k in STEP), {}).setdefault((r["run"], r["target"]), []).append(r)
+        for step, by_series in steps.items():
+            for a, b in itertools.combinations([s for s in series if s in by_series], 2):
+                if wanted is not None and (a, b) not in wanted:
+                    if (b, a) not in wanted:
+                        continue
+                    a, b = b, a
+                la, lb = labels.get(a, a[1]), labels.get(b, b[1])
+                ra, rb = agg.get((*a, *step), {}), agg.get((*b, *step), {})
+                note = _bound_note(ra, rb, la, lb)
+                invalid = "; ".join(filter(None, (_invalid(la, ra.get("valid")), _invalid(lb, rb.get("valid")))))
+                for figure, column in FIGURES.items():
+                    samples = [cache.setdefault((s, step, column), figure_sample(by_series[s], histograms, column))
+                               for s in (a, b)]
+                    found = forks.ratio(*samples, memo=memo)
+                    v = forks.verdict(la, lb, figure, found, note)
+                    rows.append({"plan": plan, **dict(zip(STEP, step)), "figure": figure, "a": la, "b": lb,
+                                 "a_run": a[0], "a_target": a[1], "b_run": b[0], "b_target": b[1],
+                                 "ratio": found.value, "ratio_low": found.low, "ratio_high": found.high,
+                                 "df": found.df, "forks": found.forks, "units": found.units,
+                                 "one_fork": found.one_fork, "shown": v.shown, "better": v.better,
+                                 "valid_a": ra.get("valid"), "valid_b": rb.get("valid"), "bound_note": note,
+                                 "sentence": v.sentence + (f" [not a valid measurement: {invalid}]" if invalid else ""),
+                                 "short": v.short + (" (not valid)" if invalid else "")})
+    return pl.DataFrame(rows, schema=COLUMNS)
+
+
+def step_name(row: dict) -> str:
+    load = f"{row['rate']:g}/s" if row.get("model") == "open" and row.get("rate") else f"{row['users']} users"
+    return f"{row['scenario']} {row['payload_label']} {load}"
+
+
+def lines(verdicts: pl.DataFrame, limit: int | None = None) -> list[str]:
+    """`proxy 1KB 20 users: camel is faster than synapse by 12 % (95 %: 6–18 %)`, one per verdict."""
+    out = [f"{step_name(r)}: {r['sentence']}" for r in verdicts.iter_rows(named=True)]
+    if limit is not None and len(out) > limit:
+        out = out[:limit] + [f"… and {len(out) - limit} more (verdicts.csv)"]
+    return out
+
+
+# --- how many forks --------------------------------------------------------------------------------
+
+# What starting an engine process costs beyond its warm-up (run.json records the warm-up, not the start),
+# and a step beyond its warm-up and window (its worker JVMs' start and its tail; 2.9 s and 0.55 s
+# measured by Round 1's quick variant here: tests/test_round.py MEASURED).
+FORK_START_S = 10.0
+STEP_OVERHEAD_S = 3.5
+DIFFERENCES = (0.05, 0.10)
+
+
+@dataclass(frozen=True)
+class Advice:
+    target: str
+    forks: int                       # the pilot's
+    iterations: float                # per fork, the pilot's
+    between: float | None            # the median step's squared coefficients of variation (TPS)
+    within: float | None
+    fork_cost_s: float
+    iteration_cost_s: float
+    needed: tuple[forks.Repetitions, ...]
+
+    def describe(self) -> str:
+        pilot = f"{self.target}: pilot of {self.forks} fork(s) × {self.iterations:g} iteration(s)"
+        if self.within is None:
+            return f"{pilot}: one iteration per fork, no variance to plan from"
+        if self.between is None:
+            return (f"{pilot}: within a process TPS varies by {self.within ** 0.5:.1%} (iteration to iteration); "
+                    "the variance between processes is unknown with one fork: run a pilot of 3 forks or more "
+                    "(`forks: 3`) before choosing")
+        said = "; ".join(
+            f"{r.difference:.0%}: {r.forks} forks × {r.iterations} iteration(s) (about {r.seconds / 60:.0f} min a target)"
+            if r.forks else f"{r.difference:.0%}: more than {forks.MAX_FORKS} forks" for r in self.needed)
+        return (f"{pilot}: TPS varies by {self.between ** 0.5:.1%} between processes and {self.within ** 0.5:.1%} "
+                f"within one; a fork costs {self.fork_cost_s:.0f} s, an iteration of its steps "
+                f"{self.iteration_cost_s:.0f} s; to resolve a difference of {said}")
+
+
+def advice(summary: pl.DataFrame, fork_cost_s: dict[str, float], iteration_cost_s: dict[str, float]) -> list[Advice]:
+    """Per target, from its steps' TPS (the pilot): the median step's relative variance components,
+    and the forks and iterations per fork that resolve DIFFERENCES at 95 % (forks.repetitions) at
+    these costs (seconds per fork beyond its iterations, per iteration of all its steps)."""
+    out = []
+    for (target,), rows in summary.group_by(["target"], maintain_order=True):
+        found = []
+        for _, step in rows.group_by(["run", "scenario", "payload_bytes", "users", "rate", "test"],
+                                     maintain_order=True):
+            c = forks.components(forks.Sample.of_values(step["tps"].to_list(),
+                                                        step["fork"].to_list() if "fork" in step.columns else None))
+            if c is not None:
+                found.append(c)
+        if not found:
+            continue
+        relative = [c.relative() for c in found]
+        between = [b for b, _ in relative if b is not None]
+        within = [w for _, w in relative if w is not None]
+        b = statistics.median(between) if between else None
+        w = statistics.median(within) if within else None
+        cf, ci = fork_cost_s.get(target, FORK_START_S), iteration_cost_s.get(target, 60.0)
+        needed = tuple(forks.repetitions(b, w, cf, ci, d) for d in DIFFERENCES) if b is not None and w is not None \
+            else ()
+        out.append(Advice(target, max(c.forks for c in found), statistics.median(c.iterations for c in found), b, w,
+                          cf, ci, needed))
+    return out
+
+
+def fork_costs(records: list[dict]) -> dict[str, float]:
+    """A fork's cost per target beyond its iterations, s: its start (FORK_START_S) and its warm-up
+    (the runs' run.json `target_warmup`: the seconds each target was loaded, per run)."""
+    warm: dict[str, float] = {}
+    for info in records:
+        for record in info.get("target_warmup") or []:
+            for t in (record.get("targets") or []) if isinstance(record, dict) else []:
+                if isinstance(t, dict) and isinstance(t.get("seconds"), (int, float)):
+                    warm[t["target"]] = warm.get(t["target"], 0.0) + float(t["seconds"])
+    return {t: FORK_START_S + seconds / max(1, len(records)) for t, seconds in warm.items()}
+
+
+def iteration_costs(steps: Iterable[tuple[str, tuple, float]]) -> dict[str, float]:
+    """An iteration's cost per target, s: its steps of one iteration added up, the median iteration;
+    `steps` holds (target, (run, fork, iteration), seconds) of each step."""
+    per: dict[str, dict[tuple, float]] = {}
+    for target, key, seconds in steps:
+        mine = per.setdefault(target, {})
+        mine[key] = mine.get(key, 0.0) + seconds
+    return {t: statistics.median(v.values()) for t, v in per.items() if v}
+
+
+def costs(runs) -> tuple[dict[str, float], dict[str, float]]:
+    """(fork cost, iteration cost) per target of analysed runs: fork_costs of their run.json, and each
+    step's seconds from step.json `start_ms` to `end_ms`."""
+    return fork_costs([run.info for run in runs]), iteration_costs(
+        (s.meta["target"], (run.name, s.fork, s.meta["iteration"]), (s.meta["end_ms"] - s.meta["start_ms"]) / 1000)
+        for run in runs for s in run.steps if isinstance(s.meta.get("start_ms"), int))
