@@ -1,13 +1,13 @@
 """Benchmark: which layout of one machine's cores leaves the ESB the bottleneck, and whether it is.
 
     sudo .venv/bin/python console-config/testbeds/bench_layout.py [--splits shipped,echoes-on-esb,echoes-on-client]
-        [--esbs camel,spring-integration,synapse] [--payloads 1KB,100KB] [--users 20] [--seconds 8]
+        [--esbs camel,spring-integration,synapse] [--payloads 1KB,100KB] [--users 1,20] [--seconds 8]
         [--target-warmup 120] [--iterations 2] [--link-mbit 10000]
 
 For each split of the cores (a copy of the shipped emulated testbed with each host's `cpus` written
 out; `shipped` keeps the file's own `cpus: auto`) and each engine, started alone on the esb host:
-`proxy` at each payload with `--users` users, warm workers, after the engine's own warm-up, with
-`--cross-check wrk` bracketing every step, then `direct` the same. The report's figures are read
+`proxy` at each payload and each number of `--users`, warm workers, after the engine's own warm-up, with
+`--cross-check wrk` bracketing every step, then `direct` the same (with the first engine only). The report's figures are read
 back (summary.csv): each step's bound (engine, back ends, link, client or none) and what it was
 decided from, the engine's JVM as a share of its host's cores, the echoes' CPU (100 % a core), the
 busiest link, and esbperf ÷ wrk. Splits on 2 CPUs:
@@ -74,7 +74,7 @@ def main() -> int:
     parser.add_argument("--splits", default="shipped,echoes-on-esb")
     parser.add_argument("--esbs", default="camel,spring-integration,synapse")
     parser.add_argument("--payloads", default="1KB,100KB")
-    parser.add_argument("--users", type=int, default=20)
+    parser.add_argument("--users", default="20", help="comma-separated, e.g. 1,20")
     parser.add_argument("--seconds", type=float, default=8)
     parser.add_argument("--target-warmup", type=float, default=120)
     parser.add_argument("--iterations", type=int, default=2)
@@ -87,7 +87,8 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="esbperf-bench-layout-"))
     plan_file = work / "layout.yaml"
     plan_file.write_text(json.dumps({
-        "name": "bench-layout", "scenarios": ["proxy"], "payloads": args.payloads.split(","), "users": [args.users],
+        "name": "bench-layout", "scenarios": ["proxy"], "payloads": args.payloads.split(","),
+        "users": [int(u) for u in args.users.split(",")],
         "duration_s": args.seconds, "warmup_s": "auto", "warmup_min_s": 2, "warmup_max_s": 20,
         "iterations": args.iterations, "target_warmup_s": {"direct": 10, "floor": 10, "esb": args.target_warmup},
         "target_warmup_max_s": {"direct": 60, "floor": 60, "esb": args.target_warmup + 120},
@@ -99,10 +100,11 @@ def main() -> int:
         print(f"\n{split}: {testbed.cpu_split()}", flush=True)
         up(testbed)
         try:
-            for esb in args.esbs.split(","):
+            for k, esb in enumerate(args.esbs.split(",")):
+                targets = [esb, "direct"] if k == 0 else [esb]   # the baseline once per split
                 group = services.start(testbed, esb, work / f"services-{split}-{esb}", echo=lambda *_: None)
                 try:
-                    run_dir = runner.start(plan, [esb, "direct"], testbed, work / "results", console=Console(quiet=True),
+                    run_dir = runner.start(plan, targets, testbed, work / "results", console=Console(quiet=True),
                                            local_state_dirs=services.state_dirs(work / f"services-{split}-{esb}"),
                                            token_file=services.console_token_file(work / f"services-{split}-{esb}"),
                                            cross_check="wrk")
@@ -115,13 +117,11 @@ def main() -> int:
                 for r in rows_of(report):
                     if esb != r["target"] and r["target"] != "direct":
                         continue
-                    if r["target"] == "direct" and esb != args.esbs.split(",")[0]:
-                        continue   # direct once per split
                     echoes = sum(r.get(f"{ws}_proc_cpu_mean") or 0 for ws in BACKENDS)
                     link = max((r.get(f"{role}_link_percent") or 0) for role in FIXED)
                     engine = share(r.get("esb_proc_cpu_mean"), cores["esb"]) if r["target"] != "direct" else None
                     lines.append(
-                        f"{split:<17} {r['target']:<19} {r['payload_label']:>6} {r['iteration']:>3} {r['tps']:>8.0f} "
+                        f"{split:<17} {r['target']:<19} {r['payload_label']:>6} {r['users']:>5} {r['iteration']:>3} {r['tps']:>8.0f} "
                         f"{'–' if engine is None else f'{engine:.0f} %':>8} {echoes:>7.0f} % "
                         f"{(r.get('client_cpu_mean') or 0):>6.0f} % {link:>5.0f} % "
                         f"{(r.get('xcheck_tps_ratio') or 0):>6.2f} {str(r.get('bound') or '–'):<9} "
@@ -131,7 +131,7 @@ def main() -> int:
             down(testbed)
     print(f"\nproxy, {args.users} users, {args.seconds:g} s windows, warm workers, after {args.target_warmup:g} s "
           f"of the engine's own warm-up; {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f}")
-    print(f"{'split':<17} {'target':<19} {'payload':>6} {'it':>3} {'TPS':>8} {'engine':>8} {'echoes':>9} "
+    print(f"{'split':<17} {'target':<19} {'payload':>6} {'users':>5} {'it':>3} {'TPS':>8} {'engine':>8} {'echoes':>9} "
           f"{'client':>8} {'link':>7} {'÷ wrk':>6} {'bound':<9} {'valid':<20} bound by")
     print("\n".join(lines))
     print(f"(engine: its JVM as a share of the esb host's cores; echoes: the three echo JVMs' CPU, 100 % a "
