@@ -61,6 +61,14 @@ def testbed_file(work: Path, split: str, link_mbit: float | None) -> Path:
     return path
 
 
+def user_counts(text: str) -> list[int]:
+    """--users: comma-separated positive whole numbers (argparse turns a ValueError into one line)."""
+    counts = [int(u) for u in text.split(",")]
+    if any(u < 1 for u in counts):
+        raise ValueError(text)
+    return counts
+
+
 def share(value, cores: int) -> float | None:
     return None if value is None else value / cores
 
@@ -74,7 +82,7 @@ def main() -> int:
     parser.add_argument("--splits", default="shipped,echoes-on-esb")
     parser.add_argument("--esbs", default="camel,spring-integration,synapse")
     parser.add_argument("--payloads", default="1KB,100KB")
-    parser.add_argument("--users", default="20", help="comma-separated, e.g. 1,20")
+    parser.add_argument("--users", type=user_counts, default=[20], help="comma-separated, e.g. 20,1")
     parser.add_argument("--seconds", type=float, default=8)
     parser.add_argument("--target-warmup", type=float, default=120)
     parser.add_argument("--iterations", type=int, default=2)
@@ -88,7 +96,7 @@ def main() -> int:
     plan_file = work / "layout.yaml"
     plan_file.write_text(json.dumps({
         "name": "bench-layout", "scenarios": ["proxy"], "payloads": args.payloads.split(","),
-        "users": [int(u) for u in args.users.split(",")],
+        "users": args.users,
         "duration_s": args.seconds, "warmup_s": "auto", "warmup_min_s": 2, "warmup_max_s": 20,
         "iterations": args.iterations, "target_warmup_s": {"direct": 10, "floor": 10, "esb": args.target_warmup},
         "target_warmup_max_s": {"direct": 60, "floor": 60, "esb": args.target_warmup + 120},
@@ -129,7 +137,7 @@ def main() -> int:
                     print(lines[-1], flush=True)
         finally:
             down(testbed)
-    print(f"\nproxy, {args.users} users, {args.seconds:g} s windows, warm workers, after {args.target_warmup:g} s "
+    print(f"\nproxy, {', '.join(map(str, args.users))} users, {args.seconds:g} s windows, warm workers, after {args.target_warmup:g} s "
           f"of the engine's own warm-up; {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f}")
     print(f"{'split':<17} {'target':<19} {'payload':>6} {'users':>5} {'it':>3} {'TPS':>8} {'engine':>8} {'echoes':>9} "
           f"{'client':>8} {'link':>7} {'÷ wrk':>6} {'bound':<9} {'valid':<20} bound by")
