@@ -17,10 +17,10 @@ and one for the step's bound (`decide`, `step_bound`); docs/monitoring.md explai
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
 
 from esbperf.analysis.runs import BASELINE_TARGET
-from esbperf.core.roles import BACKENDS, ESB
+from esbperf.core.roles import BACKENDS, CLIENT, ESB, is_load
 
 if TYPE_CHECKING:
     from esbperf.analysis.monitor import HostStats
@@ -125,18 +125,23 @@ def assess(role: str, cpu: list[Point], rx: dict[str, list[Point]], tx: dict[str
     return load
 
 
-# The client must not be the bottleneck: a load host (the client, load2, ...) whose cores, or whose
-# worker JVMs, were busier than this during the window made the step client-bound, whatever the
-# other hosts did (Hyperfoil's watchdog fails a run at 80 % of an agent's CPU).
+# A load host (the client, load2, ...) whose cores, or whose worker JVMs, were busier than this
+# during the window made the step client-bound, whatever the other hosts did (Hyperfoil's watchdog
+# fails a run at 80 % of an agent's CPU): the client set its figures, so the target answers at
+# least its TPS, within at most its response times. A bound, not a fault.
 CLIENT_BOUND_PERCENT = 80.0
 
 
-def client_bound(role: str, cpu_percents: list[float], proc_percents: list[float], cores: int | None) -> list[dict]:
-    """The verdicts that make a step client-bound on a load host: its CPU (`cpu.total`, of its own
-    cores) or its worker JVMs' (`proc.cpu`, % of one core, over `cores`) above CLIENT_BOUND_PERCENT,
-    held for SUSTAIN_SAMPLES samples or on average over the window."""
+def client_bound(role: str, cpu_percents: list[float], proc_percents: list[float], cores: int | None,
+                 shared: bool = False) -> list[dict]:
+    """The verdicts that make a step client-bound on a load host: its worker JVMs' CPU (`proc.cpu`,
+    % of one core, over `cores`) or, where its cores are its own, its CPU (`cpu.total`: the console,
+    the agent, the workers), above CLIENT_BOUND_PERCENT, held for SUSTAIN_SAMPLES samples or on
+    average over the window. Where other hosts' processes share its cores (`shared`: the echoes,
+    on one machine) its CPU is theirs as much, and only the workers name the client (a full shared
+    core is `decide`'s, naming what used it)."""
     found = []
-    if cpu_percents:
+    if cpu_percents and not shared:
         verdict = _judge(role, "cpu", cpu_percents, sum(cpu_percents) / len(cpu_percents), CLIENT_BOUND_PERCENT)
         found += [verdict] if verdict else []
     if proc_percents and cores:
@@ -150,13 +155,15 @@ def client_bound(role: str, cpu_percents: list[float], proc_percents: list[float
 #
 # What set a step's figures, one value per step, decided from the monitors' figures by `decide`:
 #
-# - client: a load host at its limit (`client_bound`, 80 %). Also a validity warning: the client,
-#   not the target, may have set the figure.
+# - client: a load host at its limit (`client_bound`, 80 %): the client's own processes, not the
+#   echoes that may share its cores. The target answers at least what the client could send.
 # - link: a host's link (rx or tx of its counted interface) saturated (`assess`).
 # - backends: an echo's processes above THRESHOLD_PERCENT of their host's cores; or, where the echoes'
 #   host has cores of its own, that host's CPU; or, where the esb host shares cores with back ends
 #   (one machine), those cores saturated while the engine alone was below the threshold: the
-#   echoes' share is what filled them.
+#   echoes' share is what filled them; or, where a load host shares cores with back ends (the
+#   shipped one-machine layout: the client and the lean echoes on one core), those cores saturated
+#   while the workers alone were below the client's limit. A shared core's bound names what used it.
 # - engine: the target's own processes (its JVM, nginx's workers) above THRESHOLD_PERCENT of the esb
 #   host's cores; without a figure for them, the esb host's CPU when no back end shares its cores.
 #   Never for the `direct` baseline, which has no engine: its limit is the back ends.
@@ -165,7 +172,9 @@ def client_bound(role: str, cpu_percents: list[float], proc_percents: list[float
 # When several saturate, the first of PRECEDENCE is the bound: the testbed before the engine, so
 # that a figure is only called the engine's when nothing around the engine was at its limit too (a
 # step at a link bound whose engine also read 90 % is the link's figure, not proof about the
-# engine); the client first of all, since it makes the figure wrong.
+# engine); the client first of all. A testbed bound (TESTBED) is a fact about the step, not a
+# fault: the target answers at least its TPS (within at most its response times), and a comparison
+# with it says "at least" or is not judged (analysis/forks.py `verdict`, the gate).
 
 PRECEDENCE = ("client", "link", "backends", "engine")
 BOUNDS = (*PRECEDENCE, "none")
@@ -241,10 +250,28 @@ def decide(hosts: Mapping[str, HostFigures], baseline: bool, engine: Usage | Non
         h = hosts[role]
         verdict = (_processes(role, "echo", Usage(h.proc_samples, h.proc_cpu_mean), h.cores)
                    if h.proc_cpu_mean is not None else None)
-        if verdict is None and (baseline or role not in shared):
+        # The host's CPU is the echoes' only where no other kind of host shares its cores (the esb host
+        # idles in a baseline step): a shared core's is named below, with what used it.
+        alone = not any(shares(role, other) for other in hosts
+                        if other not in BACKENDS and not (other == ESB and baseline))
+        if verdict is None and alone:
             verdict = _cpu(h)
         if verdict:
             found["backends"].append(_said(verdict, h.cores if verdict["resource"] == "echo" else None))
+    for role in (r for r in hosts if r == CLIENT or is_load(r)):
+        if any(said.startswith(f"{role}:") for said in client):
+            continue                       # the workers themselves at their limit: `client`
+        echoes_here = [r for r in backends if shares(role, r)]
+        full = _cpu(hosts[role]) if echoes_here else None
+        if full:
+            h = hosts[role]
+            mine = (f"workers {h.proc_cpu_mean / h.cores:.0f}%" if h.proc_cpu_mean is not None and h.cores
+                    else "workers unknown")
+            echoes = [hosts[r].proc_cpu_mean for r in echoes_here if hosts[r].proc_cpu_mean is not None]
+            theirs = f", echoes {sum(echoes) / h.cores:.0f}%" if echoes and h.cores else ""
+            found["backends"].append(f"{'+'.join((role, *echoes_here))}:shared cpu "
+                                     f"{max(full['mean_percent'], full['sustained_percent']):.0f}% "
+                                     f"({mine}{theirs} of the cores)")
     if not baseline and shared and not engine_full:
         full = next(filter(None, (_cpu(hosts[r]) for r in (ESB, *shared))), None)
         if full:
@@ -304,3 +331,20 @@ def pooled_bound(kinds: list[str | None]) -> tuple[str | None, int | None]:
         return None, None
     first = min(known, key=BOUNDS.index)
     return first, known.count(first)
+
+
+def testbed_bound(kind: str | None) -> bool:
+    """Whether a bound is the testbed's (TESTBED): the step's figures are then a floor of what the
+    target does (TPS at least, response times at most), not its own."""
+    return kind in TESTBED
+
+
+def legacy_bound(client_bound_step: Any, bottlenecks: Any) -> str | None:
+    """A step's bound as far as an analysis from before bounds tells it (a published round's
+    summary.csv: `client_bound`, and `bottlenecks` as `role:resource;…`): the client, a link, or
+    None where it cannot tell (a saturated CPU there may be the engine's or the back ends')."""
+    if client_bound_step is True or str(client_bound_step).lower() == "true":
+        return "client"
+    if any(b.partition(":")[2].startswith("link-") for b in str(bottlenecks or "").split(";")):
+        return "link"
+    return None

@@ -315,8 +315,8 @@ RULE_KINDS = {"errors", "behind-schedule", "no-transactions", "idle-threads"}
 
 def probe_validity(searches: Searches) -> dict[str, list[str]]:
     """Each measured probe's validity warnings (analysis/validity.py, as the report judges a step),
-    by its step folder, without RULE_KINDS: a client at its limit, a drifting window, arrivals that
-    were not Poisson, a busy neighbour."""
+    by its step folder, without RULE_KINDS: a drifting window, arrivals that were not Poisson, a busy
+    neighbour (a client at its limit is a bound, probes.csv `bound`, which no `valid` names)."""
     from esbperf.analysis.stats import summary_frame
     from esbperf.analysis.validity import step_verdicts, validity_warnings
     rows = [row for r in searches.results for p in r.probes for row in p.rows]

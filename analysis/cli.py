@@ -58,11 +58,20 @@ def _done(out: Path, analysis) -> None:
                                | ((pl.col("b_run") == reference[0]) & (pl.col("b_target") == reference[1])))
         for line in lines(mine, limit=60):
             click.echo(f"  verdict: {line}")
+    if verdicts is not None and verdicts.height:
+        from esbperf.analysis.verdicts import family_line
+
+        # The verdicts are one family: the control they were judged under, and what chance alone would show.
+        click.echo(f"esbperf: verdicts (verdicts.csv): {family_line(verdicts)}")
     if ratios is not None and "valid" in ratios.columns:
         invalid = ratios.filter((pl.col("valid") != "yes") | (pl.col("valid_reference") != "yes")).height
         if invalid:
             click.echo(f"esbperf: {invalid} of {ratios.height} compared step(s) hold a step that is not a valid "
                        "measurement (ratios.csv `valid`, `valid_reference`; the report's ratio table)")
+    from esbperf.analysis.headline import of_analysis, terminal_lines
+
+    for line in terminal_lines(of_analysis(analysis)):        # the answer last, just above the report's path
+        click.echo(line)
     click.echo(f"esbperf: report in {out / 'report.html'}")
 
 

@@ -35,6 +35,7 @@ from xml.sax.saxutils import escape, quoteattr
 import polars as pl
 
 from esbperf.analysis import forks
+from esbperf.analysis.bottleneck import NAMES as BOUND_NAMES, pooled_bound, testbed_bound
 from esbperf.analysis.stats import KEYS, PERCENTILES, StepHistograms, distribution_figures, figure_sample, t_quantile
 from esbperf.core.errors import EsbperfError
 from esbperf.core.steady import min_transactions
@@ -53,9 +54,16 @@ ORDER_STATISTICS_TEST = ("distribution-free 95 % interval of each run's pooled p
 # With two forks or more on both sides the process is the unit, and the limit is judged on the
 # interval, never on the point estimate: a step fails when the whole interval lies beyond the limit,
 # passes when it lies within, and is not judged when it straddles the limit.
-FORKS_TEST = ("with 2+ forks a side, the 95 % interval of NEW ÷ BASE with the engine process as the unit "
-              "(analysis/forks.py: bootstrap over the forks, Student's t with their degrees of freedom): beyond "
+FORKS_TEST = ("with 2+ forks a side, the interval of NEW ÷ BASE with the engine process as the unit "
+              "(analysis/forks.py: bootstrap over the forks, Student's t with Welch's degrees of freedom), at the "
+              "level Benjamini–Hochberg gives the family of such checks (95 % for one; forks.family): beyond "
               "the limit as a whole fails, within it as a whole passes, across it is not judged")
+# The figures a testbed bound makes a floor of the target's (TPS at least, times and late starts at
+# most): on a bounded step only a claim in the target's favour stands (BOUND_TEST). Errors are errors.
+BOUNDED_FIGURES = {"tps", "rt_p99_ms", "rt_mean_ms", "late_start_percent"}
+BOUND_TEST = ("a step the testbed bounded (the client, a link, the back ends: its `bound`) measured at least "
+              "its target's TPS and at most its response times: a check that would hold it against it is not "
+              "judged")
 
 
 @dataclass(frozen=True)
@@ -243,6 +251,11 @@ class _Step:
         """The engine processes that measured the step (summary.csv `fork`; 1 without the column)."""
         return self.iterations["fork"].n_unique() if "fork" in self.iterations.columns else 1
 
+    @property
+    def bound(self) -> str | None:
+        """What bounded the step: the first in the bounds' precedence any iteration had (aggregate.csv's)."""
+        return pooled_bound(self.iterations["bound"].to_list())[0] if "bound" in self.iterations.columns else None
+
     def sample(self, figure: str) -> forks.Sample:
         return figure_sample(self.iterations.to_dicts(), self.step_histograms or {}, figure)
 
@@ -350,7 +363,31 @@ def unmeasured(limit: Limit, parts: dict[str, StepHistograms | None]) -> str:
     return f"{limit.label} not measured: {', '.join(short)}, a {limit.label} needs {min_transactions(p)}" if short else ""
 
 
-def _judge_relative(limit: Limit, run: str, step: str, base: _Step, new: _Step | None) -> Verdict:
+def _held_back(limit: Limit, verdict: Verdict, bounds: dict[str, str | None]) -> Verdict:
+    """A verdict on a step the testbed bounded (BOUND_TEST): `bounds` by where ("the new run", "the
+    base run", "the step") and what held the figure a step's worse side can only have been better
+    than what it read. A failure of a bounded NEW (or step), and a pass against a bounded BASE, are
+    claims the bound hides: not judged."""
+    if not verdict.judged or limit.figure not in BOUNDED_FIGURES:
+        return verdict
+    hiding = [where for where, bound in bounds.items() if testbed_bound(bound)
+              and verdict.failed == (where != "the base run")]
+    if not hiding:
+        return verdict
+    said = "; ".join(f"{where}'s step was bounded by {BOUND_NAMES[bounds[where]]}" for where in hiding)
+    return replace(verdict, failed=False, judged=False, significant=None,
+                   message=f"{verdict.message}: not judged ({said}: its target answers at least its TPS, within at "
+                           "most its response times, which hides whether the limit held)")
+
+
+def _judge_relative(limit: Limit, run: str, step: str, base: _Step, new: _Step | None,
+                    forked: dict | None = None, family: forks.Family | None = None) -> Verdict:
+    verdict = _judge_relative_unbounded(limit, run, step, base, new, forked, family)
+    return _held_back(limit, verdict, {"the base run": base.bound, "the new run": None if new is None else new.bound})
+
+
+def _judge_relative_unbounded(limit: Limit, run: str, step: str, base: _Step, new: _Step | None,
+                              forked: dict | None, family: forks.Family | None) -> Verdict:
     why = unmeasured(limit, {"the base run": base.pooled, "the new run": None if new is None else new.pooled})
     if why:
         return Verdict(run, step, limit, None, None, None, None, False, f"{run}: {step}: {why}; not judged",
@@ -367,7 +404,7 @@ def _judge_relative(limit: Limit, run: str, step: str, base: _Step, new: _Step |
                        f"({_figure(a)} → {_figure(b)}): not judged", judged=False)
     change = (b - a) / a * 100
     if base.forks > 1 and new.forks > 1:
-        return _judge_on_forks(limit, run, step, base, new, a, b, change)
+        return _judge_on_forks(limit, run, step, base, new, a, b, change, forked, family)
     beyond = change * limit.worse > limit.value
     significant, noise, testable = _noise(limit, base, new, b - a)
     if beyond and not testable:
@@ -384,19 +421,33 @@ def _judge_relative(limit: Limit, run: str, step: str, base: _Step, new: _Step |
 
 
 def _judge_on_forks(limit: Limit, run: str, step: str, base: _Step, new: _Step, a: float, b: float,
-                    change: float) -> Verdict:
-    """A relative limit with forks on both sides (FORKS_TEST): judged on the interval of NEW ÷ BASE."""
-    found = forks.ratio(new.sample(limit.figure), base.sample(limit.figure))
+                    change: float, forked: dict | None = None, family: forks.Family | None = None) -> Verdict:
+    """A relative limit with forks on both sides (FORKS_TEST): judged on the interval of NEW ÷ BASE, at
+    the level of the family of such checks (`judge` gives it; 95 % without one). `forked` keeps each
+    check's interval (95 %) for the family and its second look."""
+    key = (run, step, limit.figure)
+    found = None if forked is None else forked.get(key)
+    if found is None:
+        found = forks.ratio(new.sample(limit.figure), base.sample(limit.figure))
+        if forked is not None:
+            forked[key] = found
     moved = f"{limit.label} {'rose' if change >= 0 else 'fell'} {abs(change):.1f} % ({a:.4g} → {b:.4g}; limit {limit.value:g} %"
     if not found.has_interval:
         return Verdict(run, step, limit, a, b, change, None, False,
                        f"{run}: {step}: {moved}; {found.why_none}: not judged)", judged=False)
+    control = ""
+    if family is not None:
+        found = forks.at_confidence(found, family.confidence)
+        q = dict(zip(forked, family.q)).get(key) if forked is not None else None
+        if family.judged > 1 and q is not None:
+            control = f"; Benjamini–Hochberg over {family.judged} checks, q {forks._q(q)}"
     line = 1 + limit.worse * limit.value / 100          # the limit as a ratio NEW ÷ BASE
     beyond = found.low > line if limit.worse > 0 else found.high < line
     within = found.high <= line if limit.worse > 0 else found.low >= line
-    where = (f"95 % interval of the change {forks.signed_percent(found.low - 1)} to "
+    level = forks.percent_level(family.confidence if family is not None else CONFIDENCE)
+    where = (f"{level} interval of the change {forks.signed_percent(found.low - 1)} to "
              f"{forks.signed_percent(found.high - 1)} % over "
-             f"{base.forks} and {new.forks} forks")
+             f"{base.forks} and {new.forks} forks{control}")
     significant = not found.low <= 1 <= found.high
     if beyond:
         return Verdict(run, step, limit, a, b, change, significant, True, f"{run}: {step}: {moved}; {where}: beyond "
@@ -427,8 +478,10 @@ def _pooled(data: Figures, rows: pl.DataFrame) -> StepHistograms | None:
     return data.histograms.get(tuple(first[k] for k in KEYS))
 
 
-def compare_runs(data: Figures, base_run: str, new_run: str, limits: list[Limit]) -> list[Verdict]:
-    """Every step of `base_run` against the same step of `new_run`, for each relative limit."""
+def compare_runs(data: Figures, base_run: str, new_run: str, limits: list[Limit], forked: dict | None = None,
+                 family: forks.Family | None = None) -> list[Verdict]:
+    """Every step of `base_run` against the same step of `new_run`, for each relative limit; the checks
+    on forks (FORKS_TEST) at `family`'s level, their intervals kept in `forked`."""
     summary = data.summary
     keys = [k for k in STEP_FIELDS if k in summary.columns]
     base = summary.filter(pl.col("run") == base_run)
@@ -446,7 +499,8 @@ def compare_runs(data: Figures, base_run: str, new_run: str, limits: list[Limit]
         theirs = None if new_step.is_empty() else _Step(new_step, _pooled(data, new_step), iterations)
         name = step_name(base_step.row(0, named=True))
         invalid = invalid_steps({"the base run": base_step, "the new run": new_step})
-        verdicts += [_noted(_judge_relative(limit, new_run, name, mine, theirs), invalid) for limit in limits]
+        verdicts += [_noted(_judge_relative(limit, new_run, name, mine, theirs, forked, family), invalid)
+                     for limit in limits]
     if not compared:
         raise EsbperfError(f"nothing compared: {new_run} has no step in common with {base_run} (steps match by "
                            "scenario, target, payload, users, model, rate and test); gate runs of the same steps")
@@ -478,8 +532,10 @@ def hold(data: Figures, limits: list[Limit]) -> list[Verdict]:
                 failed = (value - limit.value) * limit.worse > 0
                 side = ("above" if limit.worse > 0 else "below") if failed else "within"
                 text = f"{r['run']}: {name}: {limit.label} {value:.4g}{unit}, {side} the limit {limit.bound}"
-            verdicts.append(_noted(Verdict(r["run"], name, limit, None, value, None, None, failed, text),
-                                   invalid_steps({"the step": pl.DataFrame([r])})))
+            verdict = Verdict(r["run"], name, limit, None, value, None, None, failed, text)
+            if value is not None:
+                verdict = _held_back(limit, verdict, {"the step": r.get("bound")})
+            verdicts.append(_noted(verdict, invalid_steps({"the step": pl.DataFrame([r])})))
     return verdicts
 
 
@@ -513,8 +569,12 @@ def judge(data: Figures, runs: list[str], limits: list[Limit]) -> list[Verdict]:
             raise EsbperfError(f"nothing compared: {flags} judge a later run against the first, and one run was "
                                "given; give BASE and NEW, or hold one run to absolute limits (--max-p99-ms, …)")
         base, *later = runs
+        forked: dict = {}                # the checks on forks: one family, judged once its p-values are known
         for new in later:
-            verdicts += compare_runs(data, base, new, relative)
+            compare_runs(data, base, new, relative, forked)
+        family = forks.family([forks.p_value(found) for found in forked.values()])
+        for new in later:
+            verdicts += compare_runs(data, base, new, relative, forked, family)
     return verdicts + hold(data, [lim for lim in limits if lim.absolute])
 
 

@@ -16,8 +16,15 @@ graph says which under its x axis. The y axis is scaled to the plotted values an
 per-iteration ones, never stretched by a bar: a taller bar is clipped at the axis, and the graph
 says so.
 
+The thesis's own graphs (throughput and response time against the sweep, latency against the
+offered rate: `Graph.thesis`) come first in the report. Where two of their series differ by more
+than LOG_AXIS_RATIO at one step (an ESB beside a baseline many times faster), the y axis is
+logarithmic, with a gridline at every 1–9 × 10^n, so that both can be read off it.
+
 A step of several Grinder tests (a user's script) draws a series per test, labelled with the
-test; the hosts' graphs (one figure per step) draw the step once.
+test; the hosts' graphs (one figure per step) draw the step once. Hosts that read one CPU figure
+(pinned to the same cores of one machine: `cpu_groups`) share one panel of the CPU graph, named
+after them all.
 
 Which steps form a sweep is read from the data, not the plan: the payload sweep is the users count
 with the most payload sizes (1 user in the thesis), the concurrency sweep the payload size with
@@ -34,6 +41,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 from matplotlib.figure import Figure  # noqa: E402  (after choosing the backend)
+from matplotlib.ticker import FuncFormatter, LogLocator  # noqa: E402
 
 import polars as pl  # noqa: E402
 
@@ -71,6 +79,10 @@ PANEL_WIDTH, PANEL_HEIGHT = 3.6, 3.6
 # A limit line (link capacity) far above the data would flatten the curves; it is drawn once the
 # data reaches this share of it (the panel's title names the capacity anyway).
 LIMIT_SHOWN_FROM = 0.25
+# Series of a thesis graph further apart than this factor at one step get a logarithmic y axis: on a
+# linear one the lower would lie within the bottom fifth (Camel at 3,500 TPS beside direct at 50,000
+# is a flat line on the axis).
+LOG_AXIS_RATIO = 5.0
 
 # How each kind of step is marked on every graph (on top of its point). A step bounded by the
 # testbed is a true measurement of a testbed limit, not a wrong one: a grey outline, one shape per
@@ -130,6 +142,9 @@ class Graph:
     ymax: float | None = None          # fixed top of the y axis (percent scales)
     ymin: float | None = 0.0           # bottom of the y axis; None: from the data
     bars: str = ""                     # what the error bars are (bars_caption), filled by scenario_graphs
+    yscale: str = "linear"             # "log" where the series lie far apart (log_axis)
+    thesis: bool = False               # one of the thesis's own graphs: the report shows it first
+    hosts: bool = False                # of the hosts (CPU, processes, network, GC): the report folds them
     sharey: bool | None = None         # panels share one y axis; default: only on a fixed percent scale
     scenario: str = ""
     plan: str = ""
@@ -270,9 +285,11 @@ def sweeps(rows: pl.DataFrame) -> list[tuple[str, pl.DataFrame, dict]]:
 
 def scenario_graphs(agg: pl.DataFrame, scenario: str, labels: dict[tuple[str, str], str],
                     links: dict[str, float], histograms: dict[tuple, StepHistograms],
-                    prefix: str = "", roles: list[str] | tuple[str, ...] = ROLES) -> list[Graph]:
+                    prefix: str = "", roles: list[str] | tuple[str, ...] = ROLES,
+                    cpu_groups: list[tuple[str, ...]] | None = None) -> list[Graph]:
     """Every graph of one scenario from aggregate.csv's rows (iterations pooled) of runs drawn
-    together; file names are <prefix><scenario>-<what>."""
+    together; file names are <prefix><scenario>-<what>. `cpu_groups`: hosts that read one CPU
+    figure (cpu_groups()), drawn in one panel of the CPU graph."""
     rows = agg.filter(pl.col("scenario") == scenario)
     stem = slug(prefix + scenario)
     graphs = []
@@ -280,14 +297,16 @@ def scenario_graphs(agg: pl.DataFrame, scenario: str, labels: dict[tuple[str, st
         x, div = axis["x"], axis["x_divisor"]
         common = dict(xlabel=axis["xlabel"], xscale=axis["xscale"], xticks=axis["xticks"])
         vs = f"vs {'payload size' if sweep_name == 'payload' else 'users'}"
-        graphs.append(Graph(f"{stem}-tps-vs-{sweep_name}", f"{scenario}: throughput {vs}",
-                            ylabel="transactions per second (successful)",
-                            panels=[Panel("", _series(sweep, x, "tps", labels, div))], **common))
-        graphs.append(Graph(f"{stem}-response-time-vs-{sweep_name}", f"{scenario}: mean response time {vs}",
-                            ylabel="mean response time (ms), successful transactions",
-                            panels=[Panel("", _series(sweep, x, "rt_mean_ms", labels, div))], **common))
-        graphs += host_graphs(sweep, stem, scenario, sweep_name, vs, x, div, common, labels, links, roles)
-    graphs += rate_graphs(rows, stem, scenario, labels, links, roles)
+        graphs.append(thesis_graph(Graph(f"{stem}-tps-vs-{sweep_name}", f"{scenario}: throughput {vs}",
+                                         ylabel="transactions per second (successful)",
+                                         panels=[Panel("", _series(sweep, x, "tps", labels, div))], **common)))
+        graphs.append(thesis_graph(Graph(f"{stem}-response-time-vs-{sweep_name}",
+                                         f"{scenario}: mean response time {vs}",
+                                         ylabel="mean response time (ms), successful transactions",
+                                         panels=[Panel("", _series(sweep, x, "rt_mean_ms", labels, div))], **common)))
+        graphs += host_graphs(sweep, stem, scenario, sweep_name, vs, x, div, common, labels, links, roles,
+                              cpu_groups)
+    graphs += rate_graphs(rows, stem, scenario, labels, links, roles, cpu_groups)
     pct = percentile_graph(rows, scenario, labels, histograms, stem)
     if pct:
         graphs.append(pct)
@@ -295,6 +314,33 @@ def scenario_graphs(agg: pl.DataFrame, scenario: str, labels: dict[tuple[str, st
         g.scenario = scenario
         g.bars = bars_caption(g)
     return [g for g in graphs if any(p.series for p in g.panels)]
+
+
+def log_axis(panels: list[Panel]) -> bool:
+    """Whether two series of a panel differ by more than LOG_AXIS_RATIO at a step they share (every
+    value positive, as a logarithmic axis needs)."""
+    for panel in panels:
+        at: dict[float, list[float]] = {}
+        for s in panel.series:
+            for x, y in zip(s.x, s.y):
+                if y is not None:
+                    at.setdefault(x, []).append(y)
+        values = [y for ys in at.values() for y in ys]
+        if not values or min(values) <= 0:
+            return False
+        if any(len(ys) > 1 and max(ys) / min(ys) > LOG_AXIS_RATIO for ys in at.values()):
+            return True
+    return False
+
+
+def thesis_graph(graph: Graph) -> Graph:
+    """`graph` marked as one of the thesis's own, on a logarithmic y axis where its series lie far
+    apart (log_axis)."""
+    graph.thesis = True
+    if log_axis(graph.panels):
+        graph.yscale, graph.ymin = "log", None
+        graph.title += " (log scale)"
+    return graph
 
 
 def limit_shown(graph: Graph, panel: Panel) -> bool:
@@ -314,6 +360,11 @@ def y_range(graph: Graph, panel: Panel) -> tuple[float, float] | None:
     if not values:
         return None
     low, high = min(values), max(values)
+    if graph.yscale == "log":             # the margin is a share of the decades spanned
+        positive = [v for v in values if v > 0]
+        low, high = min(positive), max(positive)
+        factor = (high / low) ** Y_MARGIN if high > low else 1.5
+        return low / factor, high * factor
     fixed_bottom = graph.ymin if graph.ymin is not None and graph.ymin <= low else None
     fixed_top = graph.ymax if graph.ymax is not None and graph.ymax >= high else None
     span = (fixed_top if fixed_top is not None else high) - (fixed_bottom if fixed_bottom is not None else low)
@@ -347,14 +398,45 @@ def bars_caption(graph: Graph) -> str:
     return "; ".join(parts)
 
 
+def cpu_groups(runs: list, roles: list[str] | tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The roles in groups that read one and the same CPU figure in every run: hosts of one machine
+    (Run.share_cores) pinned to the same cores, or all unpinned (a monitor reads its host's `cpus`,
+    the whole machine without them). A role alone is a group of one; in `roles`' order."""
+    def cpus(run, role: str) -> set:
+        return set(run.hosts().get(role, {}).get("cpus") or [])
+
+    groups: list[list[str]] = []
+    for role in roles:
+        for group in groups:
+            if runs and all(run.share_cores(group[0], role) and cpus(run, group[0]) == cpus(run, role)
+                            for run in runs):
+                group.append(role)
+                break
+        else:
+            groups.append([role])
+    return [tuple(g) for g in groups]
+
+
+def cpu_panel_title(group: tuple[str, ...]) -> str:
+    """`esb`, or for hosts that share cores `client, ws1, ws2, ws3` over `(one CPU figure: shared cores)`."""
+    return group[0] if len(group) == 1 else f"{', '.join(group)}\n(shared cores: one figure)"
+
+
 def host_graphs(sweep: pl.DataFrame, stem: str, scenario: str, sweep_name: str, vs: str, x: str, div: float,
                 common: dict, labels: dict[tuple[str, str], str], links: dict[str, float],
-                roles: list[str] | tuple[str, ...]) -> list[Graph]:
-    """CPU, the watched processes' CPU and network per host, one panel per host."""
+                roles: list[str] | tuple[str, ...], groups: list[tuple[str, ...]] | None = None) -> list[Graph]:
+    """CPU, the watched processes' CPU and network per host, one panel per host; hosts that read one
+    CPU figure (`groups`, cpu_groups) in one CPU panel, from the first of them that has data."""
     sweep = one_per_step(sweep)
     graphs = []
-    cpu_panels = [Panel(role, _series(sweep, x, f"{role}_cpu_mean", labels, div), limit=THRESHOLD_PERCENT,
-                        limit_label="saturated above") for role in roles]
+    groups = [g for g in (groups or [(role,) for role in roles]) if any(r in roles for r in g)]
+    groups += [(role,) for role in roles if not any(role in g for g in groups)]
+    cpu_panels = []
+    for group in groups:
+        found = [s for s in (_series(sweep, x, f"{role}_cpu_mean", labels, div) for role in group if role in roles)
+                 if s]
+        cpu_panels.append(Panel(cpu_panel_title(group), found[0] if found else [], limit=THRESHOLD_PERCENT,
+                                limit_label="saturated above"))
     graphs.append(Graph(f"{stem}-cpu-vs-{sweep_name}", f"{scenario}: CPU per host {vs} (mean over the window)",
                         ylabel="CPU (% of all cores)", panels=[p for p in cpu_panels if p.series], ymax=100,
                         **common))
@@ -378,11 +460,14 @@ def host_graphs(sweep: pl.DataFrame, stem: str, scenario: str, sweep_name: str, 
     graphs.append(Graph(f"{stem}-network-vs-{sweep_name}", f"{scenario}: network per host {vs}",
                         ylabel="Mbit/s (the host's test-network interface)", panels=[p for p in net_panels if p.series],
                         **common))
+    for g in graphs:
+        g.hosts = True
     return graphs
 
 
 def rate_graphs(rows: pl.DataFrame, stem: str, scenario: str, labels: dict[tuple[str, str], str],
-                links: dict[str, float], roles: list[str] | tuple[str, ...]) -> list[Graph]:
+                links: dict[str, float], roles: list[str] | tuple[str, ...],
+                cpu_groups: list[tuple[str, ...]] | None = None) -> list[Graph]:
     """Open-model steps: latency vs offered load (corrected latency percentiles, the service
     time beside them), throughput vs offered load, and the hosts, at the payload with most rates."""
     payload = rate_sweep_payload(rows)
@@ -399,16 +484,17 @@ def rate_graphs(rows: pl.DataFrame, stem: str, scenario: str, labels: dict[tuple
                             by_users=by_users))
         if series:            # a p99.9 from too few transactions is not measured: no panel
             panels.append(Panel(name, series))
-    graphs = [Graph(f"{stem}-latency-vs-rate", f"{scenario}: latency vs offered load (open model)",
-                    ylabel="ms: latency from the due start (solid), service time (dashed)", panels=panels,
-                    **common),
+    graphs = [thesis_graph(Graph(f"{stem}-latency-vs-rate", f"{scenario}: latency vs offered load (open model)",
+                                 ylabel="ms: latency from the due start (solid), service time (dashed)",
+                                 panels=panels, **common)),
               Graph(f"{stem}-tps-vs-rate", f"{scenario}: throughput vs offered load (open model)",
                     ylabel="per second: successful transactions (solid), starts (dashed)",
                     panels=[Panel("", _series(sweep, "rate", "tps", labels, by_users=by_users)
                                   + _series(sweep, "rate", "start_rate", labels, suffix=" starts", linestyle="--",
                                             by_users=by_users))], **common)]
     vs = "vs offered load"
-    return graphs + host_graphs(sweep, stem, scenario, "rate", vs, "rate", 1.0, common, labels, links, roles)
+    return graphs + host_graphs(sweep, stem, scenario, "rate", vs, "rate", 1.0, common, labels, links, roles,
+                                cpu_groups)
 
 
 def nines(p: float) -> float:
@@ -559,7 +645,11 @@ def figure(graph: Graph, colors: dict[str, str]) -> Figure:
             ax.set_xticks([t for t, _ in graph.xticks], [lbl for _, lbl in graph.xticks],
                           rotation=45 if n > 1 else 0)   # narrow panels: 50KB and 100KB would overlap
             ax.minorticks_off()
+        if graph.yscale == "log":          # after the x ticks: minorticks_off is of both axes
+            log_ticks(ax)
         ax.grid(True, alpha=0.3)
+        if graph.yscale == "log":
+            ax.grid(True, which="minor", axis="y", alpha=0.25)
         span = y_range(graph, panel)      # the data's, not the bars'
         if span is None:
             ax.set_ylim(bottom=graph.ymin, top=graph.ymax)
@@ -577,6 +667,26 @@ def figure(graph: Graph, colors: dict[str, str]) -> Figure:
     fig.get_layout_engine().execute(fig)
     fig.set_layout_engine("none")
     return fig
+
+
+def tick_text(value: float) -> str:
+    """A log axis' tick as a plain number: 50,000, 2,000, 5, 0.2, 0.05."""
+    return f"{value:,.0f}" if value >= 1 else f"{value:.10f}".rstrip("0")
+
+
+def log_ticks(ax) -> None:
+    """A logarithmic y axis read as plain numbers: a gridline at every 1–9 × 10^n, labelled at 1, 2
+    and 5 × 10^n (at every one where the axis spans less than two decades)."""
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0,)))
+    ax.yaxis.set_minor_locator(LogLocator(base=10, subs=tuple(range(2, 10))))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: tick_text(v)))
+
+    def minor(value: float, _) -> str:
+        low, high = ax.get_ylim()
+        lead = round(value / 10 ** math.floor(math.log10(value) + 1e-9))
+        return tick_text(value) if high / low < 100 or lead in (2, 5) else ""
+    ax.yaxis.set_minor_formatter(FuncFormatter(minor))
 
 
 def draw(graph: Graph, out_dir: Path, colors: dict[str, str] | None = None) -> dict[str, Path]:

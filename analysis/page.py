@@ -1,6 +1,12 @@
 """report.html: one self-contained page (inline CSS, graphs as PNG data URIs, no script, nothing
 fetched from the network), with links to the SVG graphs and CSV files beside it. A report made to be
-published with its graphs (a round's) shows the SVG files beside it instead of carrying PNG copies."""
+published with its graphs (a round's) shows the SVG files beside it instead of carrying PNG copies.
+
+The page opens on its answer: the headline (analysis/headline.py) and the thesis's own graphs fill
+the first screen; then one line of validity warnings (folded), the verdicts as a matrix (their
+sentences folded), and the detail: tables and the hosts' graphs per plan, the steps that moved, the
+runs and their plans. Nothing is left out: what is folded is a click away, and every section has an
+anchor."""
 from __future__ import annotations
 
 import base64
@@ -15,7 +21,8 @@ import yaml
 
 from esbperf import __version__
 from esbperf.analysis import compare as comparing
-from esbperf.analysis import graphs
+from esbperf.analysis import forks, graphs
+from esbperf.analysis import headline as headlines
 from esbperf.analysis.runs import Run
 from esbperf.analysis.stats import KEYS, LATENCY_PERCENTILES, MIN_ITERATIONS_FOR_CI, PERCENTILES
 from esbperf.core.steady import PERCENTILE_CONFIDENCE, min_transactions
@@ -33,8 +40,20 @@ td.value { overflow-wrap: anywhere; min-width: 12em; }
 .table-wrap { max-width: 100%; overflow-x: auto; margin: .5em 0 1em; } .table-wrap table { margin: 0; }
 tr.flagged td { background: #fde8e8; }
 tr.invalid td { font-style: italic; }
+.headline { background: #eef4fb; border: 1px solid #9bb8d8; padding: .4em 1em; margin: .6em 0 1em; }
+.headline ul { margin: .2em 0; padding-left: 1.2em; } .headline li { margin: .15em 0; }
+.headline p { margin: .3em 0; } .headline.none-valid { background: #fdecea; border-color: #d99; }
+h1 + .headline { margin-top: .3em; }
+details > summary { cursor: pointer; }
 .warnings { background: #fff6e0; border: 1px solid #e0c070; padding: .3em 1em; }
 .warnings details, .warnings p { margin: .4em 0; } .warnings summary { cursor: pointer; }
+.warnings > details > div { margin-left: 1em; }
+figure.matrix .matrix-box { max-height: 420px; overflow: auto; border: 1px solid #eee; }
+table.matrix { margin: 0; font-size: .85em; width: 100%; } table.matrix tr.group th { background: #e8eef5; }
+table.matrix td.verdict { text-align: center; white-space: nowrap; }
+table.matrix td.marked { font-style: italic; color: #666; }
+figure.matrix figcaption { font-size: .8em; margin-top: .2em; }
+nav.contents { font-size: .88em; margin: .6em 0; } nav.contents a { margin-right: .8em; }
 .warnings ul { margin: .3em 0 .6em; padding-left: 1.5em; font-size: .9em; } .warnings .count { font-weight: bold; }
 .ok { background: #e8f6e8; border: 1px solid #9c9; padding: .5em 1em; }
 .graphs { display: flex; flex-wrap: wrap; gap: 1em; }
@@ -100,8 +119,9 @@ def _runs_section(analysis: "Analysis") -> str:
             ["finished steps"] + [str(len(r.steps)) for r in runs],
             ["unfinished steps skipped"] + [str(r.unfinished_steps) for r in runs]]
     rows += [[escape(k)] + [escape(e.get(k, "–")) for e in envs] for k in keys]
-    return ("<h2 id=\"runs\">Runs and environment</h2>"
-            + table(["", *[r.name for r in runs]], rows, 1, value_class="value"))
+    return ("<h2 id=\"runs\">Runs and environment</h2><details><summary>Per run: its folder, plan, steps, testbed "
+            "and hosts (their cores), versions, commit and engines' settings (run.json)</summary>"
+            + table(["", *[r.name for r in runs]], rows, 1, value_class="value") + "</details>")
 
 
 # run.json `calibration` per payload (esbperf/run/calibration.py's summary), in this order.
@@ -135,14 +155,15 @@ def _plan_section(plan: str, run: Run) -> str:
     body = (yaml.safe_dump(run.plan, sort_keys=False, allow_unicode=True) if run.plan
             else "(run.json holds no plan settings)")
     return (f"<h2 id=\"plan-{escape(plan)}\">Plan: {escape(plan or '(unnamed)')}</h2>"
-            f"<pre>{escape(body)}</pre>")
+            f"<details><summary>The plan as it was run</summary><pre>{escape(body)}</pre></details>")
 
 
 def _warnings_section(analysis: "Analysis") -> str:
-    """The validity warnings by kind (analysis/validity.py's ValidityWarning): one line each
-    saying what and for how many steps (or runs), the steps folded under it."""
+    """One line: how many validity warnings, of which kinds, and how many steps are not valid; folded
+    under it the warnings by kind (analysis/validity.py's ValidityWarning): one line each saying what
+    and for how many steps (or runs), the steps folded under it."""
     if not analysis.warnings:
-        return "<h2 id=\"validity\">Validity</h2><p class=\"ok\">No validity warning.</p>"
+        return "<p id=\"validity\" class=\"ok\">No validity warning.</p>"
     kinds: dict[str, list] = {}
     for n, warning in enumerate(analysis.warnings):     # a plain str is a kind of its own
         kinds.setdefault(getattr(warning, "kind", None) or f"warning-{n}", []).append(warning)
@@ -156,7 +177,16 @@ def _warnings_section(analysis: "Analysis") -> str:
         listed = "".join(f"<li>{escape(item)}</li>" for item in items)
         blocks.append(f"<details id=\"validity-{escape(kind)}\"><summary><span class=\"count\">{len(items)} "
                       f"{unit}</span>: {escape(members[0].what)}</summary><ul>{listed}</ul></details>")
-    return (f"<h2 id=\"validity\">Validity warnings</h2><div class=\"warnings\">{''.join(blocks)}</div>")
+    n = len(analysis.warnings)
+    names = ", ".join(dict.fromkeys(escape(k) if not k.startswith("warning-") else "other" for k in kinds))
+    aggregate = getattr(analysis, "aggregate", None)
+    invalid = ""
+    if aggregate is not None and "valid" in aggregate.columns:
+        bad = aggregate.filter(pl.col("valid") != "yes").height
+        invalid = f"; {bad} of {aggregate.height} steps not valid" if bad else f"; all {aggregate.height} steps valid"
+    return (f"<div id=\"validity\" class=\"warnings\"><details><summary><span class=\"count\">{n} validity "
+            f"warning{'s' * (n != 1)}</span> ({names}){invalid} <span class=\"muted\">— details</span></summary>"
+            f"<div>{''.join(blocks)}</div></details></div>")
 
 
 def _spread(r: dict, name: str, digits: int = 1) -> str:
@@ -348,14 +378,63 @@ OPEN_NOT_CROSSCHECKED = ("Open-model steps are not cross-checked against wrk: wr
                          "connections busy (a closed model), so its figures answer another question.")
 
 
-def _figure(graph, folder: Path, embed: bool = True) -> str:
+def _figure(graph, folder: Path, embed: bool = True, plan: str = "") -> str:
+    """A graph as a figure; `plan` names its plan in the caption (a report of several plans)."""
     svg = graph.files["svg"].relative_to(folder).as_posix()
     src = ("data:image/png;base64," + base64.b64encode(graph.files["png"].read_bytes()).decode("ascii")
            if embed else svg)
     wide = ' class="wide"' if len(graph.panels) > 1 else ""
     return (f"<figure id=\"{escape(graph.name)}\"{wide}><img src=\"{escape(src)}\" "
-            f"alt=\"{escape(graph.title)}\"><figcaption>{escape(graph.title)} "
+            f"alt=\"{escape(graph.title)}\"><figcaption>{escape(f'{plan}: ' if plan else '')}{escape(graph.title)} "
             f"(<a href=\"{escape(svg)}\">SVG</a>)</figcaption></figure>")
+
+
+def _host_graph_name(graph) -> str:
+    """What a hosts' graph shows, from its title: `CPU per host`, `network per host`, …"""
+    what = graph.title.split(": ", 1)[-1]
+    for cut in (" vs ", " (mean"):
+        what = what.split(cut)[0]
+    return what
+
+
+def _headline_section(analysis: "Analysis") -> str:
+    """The headline (analysis/headline.py): a sentence per engine and sweep, or that no step was valid."""
+    found = headlines.of_analysis(analysis)
+    if found.none_valid:
+        return f"<div id=\"headline\" class=\"headline none-valid\"><p>{escape(found.sentences[0].text)}</p></div>"
+    items = "".join(f"<li>{f'<b>{escape(s.topic)}:</b> ' if s.topic else ''}{escape(s.text)}</li>"
+                    for s in found.sentences)
+    return f"<div id=\"headline\" class=\"headline\"><ul>{items}</ul></div>" if items else ""
+
+
+def _thesis_section(analysis: "Analysis", folder: Path, embed: bool) -> str:
+    """The thesis's own graphs of every plan and scenario (graphs.Graph.thesis), right after the
+    headline, the verdict matrix beside the first of them."""
+    several = len(analysis.plans) > 1
+    figures = [_figure(g, folder, embed, g.plan if several else "") for g in analysis.graphs if g.thesis]
+    if not figures:
+        return ""
+    figures.insert(1, _matrix_figure(analysis))
+    return f"<div id=\"graphs\" class=\"graphs\">{''.join(figures)}</div>"
+
+
+def _contents(analysis: "Analysis") -> str:
+    """One line of links to the page's sections."""
+    verdicts = getattr(analysis, "verdicts", None)
+    links = ([("graphs", "graphs")] if any(g.thesis for g in analysis.graphs) else []) + [("validity", "validity")]
+    if (verdicts is not None and verdicts.height) or getattr(analysis, "advice", None):
+        links.append(("verdicts", "verdicts"))
+    if analysis.ratios is not None:
+        links.append(("ratios", "ratios"))
+    for plan, runs in analysis.plans.items():
+        for scenario in sorted({s.meta["scenario"] for r in runs for s in r.steps}):
+            name = f"{plan} {scenario}" if len(analysis.plans) > 1 else scenario
+            links.append((graphs.slug(f"{plan}-{scenario}"), f"tables and hosts: {name}"))
+    if analysis.series_graphs:
+        links.append(("drift", "steps that moved"))
+    links += [("calibration", "calibration"), ("runs", "runs and plans")]
+    return ("<nav class=\"contents\">On this page: "
+            + "".join(f"<a href=\"#{escape(anchor)}\">{escape(text)}</a>" for anchor, text in links) + "</nav>")
 
 
 def _ratios_section(analysis: "Analysis") -> str:
@@ -407,14 +486,110 @@ def _series_section(analysis: "Analysis", folder: Path, embed: bool) -> str:
     if not analysis.series_graphs:
         return ""
     figures = "".join(_figure(g, folder, embed) for g in analysis.series_graphs)
-    return ("<h2 id=\"drift\">Steps that moved while measured</h2><p class=\"muted\">Throughput and mean "
-            "response time of each interval of the steps named by the drift warning: the warm-up dashed (negative "
-            "seconds), the measurement window solid.</p>" + f"<div class=\"graphs\">{figures}</div>")
+    n = len(analysis.series_graphs)
+    return ("<h2 id=\"drift\">Steps that moved while measured</h2><details><summary>"
+            f"{n} step iteration{'s' * (n != 1)}, interval by interval</summary><p class=\"muted\">Throughput and "
+            "mean response time of each interval of the steps named by the drift warning or whose warm-up found no "
+            "steady state: the warm-up dashed (negative seconds), the measurement window solid.</p>"
+            + f"<div class=\"graphs\">{figures}</div></details>")
+
+
+# Marks of a verdict matrix's cell: a side a validity warning names, a side bounded by the testbed.
+INVALID_MARK, BOUNDED_MARK = "*", "†"
+
+
+def _ratio_cell(ratio: float, low: float, high: float) -> str:
+    """`B ÷ A` as a change with its interval: `−45 % (−58 to −29)`, or a multiple from 2 on: `×14 (12–18)`."""
+    if ratio >= 2:
+        return f"×{ratio:.1f} ({low:.1f}–{high:.1f})" if ratio < 10 else f"×{ratio:.0f} ({low:.0f}–{high:.0f})"
+
+    def pct(x: float) -> str:
+        return forks.signed_percent(x - 1)
+    return f"{pct(ratio)} % ({pct(low)} to {pct(high)})"
+
+
+def verdict_cell(r: dict) -> tuple[str, list[str]]:
+    """A verdict (a verdicts.csv row) as the matrix shows it, `b` against `a`: its change and interval
+    where a difference is shown, ≈ where none is, – where not judged; and its marks (INVALID_MARK,
+    BOUNDED_MARK). New columns are welcome: a `bounded` flag marks the cell too."""
+    marks = []
+    if any((r.get(k) or "yes") != "yes" for k in ("valid_a", "valid_b")):
+        marks.append(INVALID_MARK)
+    if r.get("bound_note") or r.get("bounded") in (True, "true", "yes"):
+        marks.append(BOUNDED_MARK)
+    ratio, low, high = r.get("ratio"), r.get("ratio_low"), r.get("ratio_high")
+    if ratio is None or low is None or high is None or not (ratio and low and high):
+        return "–", marks
+    if not r.get("shown"):
+        return "≈", marks
+    return _ratio_cell(1 / ratio, 1 / high, 1 / low), marks
+
+
+def _load(r: dict) -> str:
+    if r.get("model") == "open" and r.get("rate"):
+        return f"{r['rate']:g}/s"
+    return f"{r['users']} user{'s' * (r['users'] != 1)}"
+
+
+def verdict_matrix(verdicts: pl.DataFrame, plans: list[str] | None = None) -> str:
+    """Every verdict of verdicts.csv in a compact matrix: a row per step, a column per figure, under a
+    heading row per plan and pair ("demo-payload: camel against direct"); each cell `data-verdict` =
+    its row in verdicts.csv, its sentence as its title. Groups follow `plans`' order (the report's),
+    then the file's; rows the file's order within."""
+    plans = list(plans or [])
+    plans += [p for p in dict.fromkeys(verdicts["plan"]) if p not in plans]
+    several_plans = len(set(verdicts["plan"])) > 1
+    several_scenarios = verdicts["scenario"].n_unique() > 1
+    several_tests = verdicts["test"].n_unique() > 1
+    figures = list(dict.fromkeys(verdicts["figure"]))
+    groups: dict[tuple, dict[tuple, dict[str, tuple[int, dict]]]] = {}
+    for n, r in enumerate(verdicts.iter_rows(named=True)):
+        step = tuple(r.get(k) for k in ("scenario", "payload_bytes", "payload_label", "users", "model", "rate", "test"))
+        groups.setdefault((r["plan"], r["a"], r["b"]), {}).setdefault(step, {})[r["figure"]] = (n, r)
+    body = []
+    for (plan, a, b), steps in sorted(groups.items(), key=lambda kv: plans.index(kv[0][0])):
+        body.append(f"<tr class=\"group\"><th class=\"text\" colspan=\"{1 + len(figures)}\">"
+                    f"{escape(f'{plan}: ' if several_plans else '')}{escape(b)} against {escape(a)}</th></tr>")
+        for step, cells in steps.items():
+            first = next(iter(cells.values()))[1]
+            label = " · ".join([*([first["scenario"]] if several_scenarios else []), first["payload_label"],
+                                _load(first), *([f"test {first['test']}"] if several_tests else [])])
+            tds = []
+            for figure in figures:
+                if figure not in cells:
+                    tds.append("<td class=\"verdict\"></td>")
+                    continue
+                n, r = cells[figure]
+                text, marks = verdict_cell(r)
+                tds.append(f"<td class=\"verdict{' marked' if marks else ''}\" data-verdict=\"{n}\" "
+                           f"title=\"{escape(r['sentence'] or '')}\">{escape(text)}{escape(''.join(marks))}</td>")
+            body.append(f"<tr><td class=\"text\">{escape(label)}</td>{''.join(tds)}</tr>")
+    head = "<th class=\"text\">step</th>" + "".join(f"<th>{escape(forks.FIGURE_NAMES.get(f, f))}</th>" for f in figures)
+    return (f"<table class=\"matrix\"><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
+
+
+MATRIX_LEGEND = ("Verdicts, B against A: B ÷ A − 1 (× a multiple) with its 95 % interval; ≈ no difference "
+                 f"shown; – not judged; {INVALID_MARK} a side not valid; {BOUNDED_MARK} a side bounded by the testbed. "
+                 "A cell's title is its sentence (all of them: <a href=\"#verdicts\">Verdicts</a>, "
+                 "<a href=\"verdicts.csv\">verdicts.csv</a>).")
+
+
+def _matrix_figure(analysis: "Analysis") -> str:
+    """The verdict matrix as a figure of the first row, beside the first graph: at a glance, in a box
+    that scrolls when it is taller than a graph."""
+    verdicts = getattr(analysis, "verdicts", None)
+    if verdicts is None or not verdicts.height:
+        return ""
+    return (f"<figure id=\"verdict-matrix\" class=\"matrix\"><div class=\"matrix-box\">"
+            f"{verdict_matrix(verdicts, list(analysis.plans))}</div><figcaption class=\"muted\">{MATRIX_LEGEND}"
+            "</figcaption></figure>")
 
 
 def _verdicts_section(analysis: "Analysis") -> str:
-    """Every pair of series at every step they share, one sentence per figure (verdicts.csv), and
-    how many forks and iterations would resolve a difference of 5 % and 10 % (forks.repetitions)."""
+    """What the verdict matrix at the top says (verdicts.csv: every pair of series at every step they
+    share, judged per figure), its sentences folded; and, folded, how many forks and iterations
+    would resolve a difference of 5 % and 10 % (forks.repetitions). The matrix itself is here only
+    when the page has no graph to put it beside."""
     verdicts = getattr(analysis, "verdicts", None)
     advice = getattr(analysis, "advice", None) or []
     if (verdicts is None or not verdicts.height) and not advice:
@@ -422,57 +597,86 @@ def _verdicts_section(analysis: "Analysis") -> str:
     out = ["<h2 id=\"verdicts\">Verdicts</h2>"]
     if verdicts is not None and verdicts.height:
         one_fork = bool(verdicts["one_fork"].any())
+        beside = any(g.thesis for g in analysis.graphs)
         out.append("<p class=\"muted\">Each pair of series at each step, judged on the 95 % interval of the ratio "
                    "of their figures with the engine process as the unit (the forks; docs/analysis.md, \"Forks: "
                    "the process as the unit\"): a difference is named only when its interval leaves out a ratio of 1"
                    + ("; with one fork the interval is over the iterations of one process and leaves out the "
                       "variance between processes, which the sentence says" if one_fork else "")
-                   + ". Nothing here is ranked on point estimates (<a href=\"verdicts.csv\">verdicts.csv</a>).</p>")
+                   + ". Nothing is ranked on point estimates. "
+                   + ("The matrix is at the top (<a href=\"#verdict-matrix\">verdict matrix</a>). " if beside else "")
+                   + "</p>")
+        if not beside:
+            out.append(f"<div class=\"table-wrap\">{verdict_matrix(verdicts, list(analysis.plans))}</div>"
+                       f"<p class=\"muted\">{MATRIX_LEGEND}</p>")
         rows = [[escape(r["scenario"]), escape(r["payload_label"]),
                  escape(f"{r['rate']:g}/s" if r["model"] == "open" and r["rate"] else str(r["users"])),
                  escape(r["figure"]), escape(r["sentence"])] for r in verdicts.iter_rows(named=True)]
-        out.append(table(["scenario", "payload", "load", "figure", "verdict"], rows, 5))
+        out.append(f"<details id=\"verdict-sentences\"><summary>The {verdicts.height} verdicts in words</summary>"
+                   + table(["scenario", "payload", "load", "figure", "verdict"], rows, 5) + "</details>")
     if advice:
-        out.append("<p>How many forks (engine processes) and iterations each would resolve a difference of "
-                   "5 % and 10 % in TPS at 95 %, from this run's own variance at each level (Kalibera &amp; "
-                   "Jones' optimum; docs/analysis.md):</p><ul>"
-                   + "".join(f"<li>{escape(a.describe())}</li>" for a in advice) + "</ul>")
+        out.append("<details id=\"advice\"><summary>How many forks (engine processes) and iterations each would "
+                   "resolve a difference of 5 % and 10 % in TPS at 95 %</summary><p>From this run's own variance "
+                   "at each level (Kalibera &amp; Jones' optimum; docs/analysis.md):</p><ul>"
+                   + "".join(f"<li>{escape(a.describe())}</li>" for a in advice) + "</ul></details>")
     return "".join(out)
+
+
+def _files(analysis: "Analysis", kind: str) -> str:
+    return (f"<p class=\"muted\">Generated {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())} by esbperf "
+            f"{escape(__version__)} ({escape(kind)}). Files: <a href=\"summary.csv\">summary.csv</a> (one row per "
+            f"step, iteration and test), <a href=\"aggregate.csv\">aggregate.csv</a> (iterations pooled: mean and "
+            f"95 % confidence interval, Student t)"
+            + (", <a href=\"verdicts.csv\">verdicts.csv</a>" if analysis.verdicts is not None
+               and analysis.verdicts.height else "")
+            + (", <a href=\"ratios.csv\">ratios.csv</a>" if analysis.ratios is not None else "")
+            + ", <a href=\"histograms.csv\">histograms.csv</a> (every step's full µs histograms), "
+            "<a href=\"hlog/\">hlog/</a> (each step's HdrHistogram interval logs, one histogram a second), "
+            "<a href=\"graphs/\">graphs/</a> (every graph as SVG and PNG).</p>")
 
 
 def render(analysis: "Analysis", kind: str, folder: Path, embed_graphs: bool = True) -> str:
     labels = ", ".join(dict.fromkeys(r.label for r in analysis.runs))
     parts = [
         f"<h1>esbperf {kind}: {escape(labels)}</h1>",
-        f"<p class=\"muted\">Generated {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())} by esbperf "
-        f"{escape(__version__)}. Files: <a href=\"summary.csv\">summary.csv</a> (one row per step, "
-        f"iteration and test), <a href=\"aggregate.csv\">aggregate.csv</a> (iterations pooled: mean and 95 % "
-        f"confidence interval, Student t)"
-        + (", <a href=\"ratios.csv\">ratios.csv</a>" if analysis.ratios is not None else "")
-        + ", <a href=\"histograms.csv\">histograms.csv</a> (every step's full µs histograms), "
-        "<a href=\"hlog/\">hlog/</a> (each step's HdrHistogram interval logs, one histogram a second).</p>",
+        _headline_section(analysis),
+        _thesis_section(analysis, folder, embed_graphs),
+        _contents(analysis),
+        _files(analysis, kind),
         _warnings_section(analysis),
-        _ratios_section(analysis),
         _verdicts_section(analysis),
-        _series_section(analysis, folder, embed_graphs),
+        _ratios_section(analysis),
     ]
+    several = len(analysis.plans) > 1
     for plan, runs in analysis.plans.items():
         for scenario in sorted({s.meta["scenario"] for r in runs for s in r.steps}):
-            title = f"Plan {plan}, scenario {scenario}" if len(analysis.plans) > 1 else f"Scenario: {scenario}"
+            title = f"Plan {plan}, scenario {scenario}" if several else f"Scenario: {scenario}"
             parts.append(f"<h2 id=\"{escape(graphs.slug(f'{plan}-{scenario}'))}\">{escape(title)}</h2>")
+            shown = [g for g in analysis.graphs if g.plan == plan and g.scenario == scenario and g.thesis]
             parts.append("<p class=\"muted\">TPS counts successful transactions only; response times and "
                          "percentiles are those of successful transactions, pooled over iterations from their "
                          "data, with the range of the per-iteration values in brackets; the failed transactions' "
                          "own times are beside them. "
-                         "A dotted black line is the no-ESB baseline.</p>")
+                         "A dotted black line is the no-ESB baseline."
+                         + (" Its throughput and response-time graphs are at the top: "
+                            + ", ".join(f"<a href=\"#{escape(g.name)}\">{escape(g.title)}</a>" for g in shown)
+                            + "." if shown else "") + "</p>")
             parts.append(_scenario_table(analysis, runs, scenario))
             parts.append(_open_table(analysis, runs, scenario))
-            figures = "".join(_figure(g, folder, embed_graphs) for g in analysis.graphs
-                              if g.plan == plan and g.scenario == scenario)
+            mine = [g for g in analysis.graphs if g.plan == plan and g.scenario == scenario and not g.thesis]
+            figures = "".join(_figure(g, folder, embed_graphs) for g in mine if not g.hosts)
             parts.append(f"<div class=\"graphs\">{figures}</div>")
+            hosts = [g for g in mine if g.hosts]
+            if hosts:
+                shows = ", ".join(dict.fromkeys(_host_graph_name(g) for g in hosts))
+                parts.append(f"<details class=\"hosts\" id=\"hosts-{escape(graphs.slug(f'{plan}-{scenario}'))}\">"
+                             f"<summary>The hosts: {escape(shows)}"
+                             f" ({len(hosts)} graph{'s' * (len(hosts) != 1)})</summary><div class=\"graphs\">"
+                             + "".join(_figure(g, folder, embed_graphs) for g in hosts) + "</div></details>")
+    parts.append(_series_section(analysis, folder, embed_graphs))
     parts.append(_calibration_section(analysis))
     parts.append(_runs_section(analysis))
     parts += [_plan_section(plan, runs[0]) for plan, runs in analysis.plans.items()]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>esbperf {kind}: {escape(labels)}</title><style>{STYLE}</style></head><body>\n"
-            + "\n".join(parts) + "\n</body></html>\n")
+            + "\n".join(p for p in parts if p) + "\n</body></html>\n")

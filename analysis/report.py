@@ -85,8 +85,9 @@ def analyse(run_dirs: list[Path], with_ratios: bool = False) -> Analysis:
     for plan, members in plans.items():
         rows_of_plan = agg.filter(pl.col("run").is_in([r.name for r in members]))
         prefix = f"{plan}-" if len(plans) > 1 else ""   # graph file names stay unique
+        shared = graphing.cpu_groups(members, roles)      # hosts that read one CPU figure: one panel
         for scenario in sorted(rows_of_plan["scenario"].unique()):
-            for g in graphing.scenario_graphs(rows_of_plan, scenario, labels, links, pooled, prefix, roles):
+            for g in graphing.scenario_graphs(rows_of_plan, scenario, labels, links, pooled, prefix, roles, shared):
                 g.plan = plan
                 graphs.append(g)
     ratios = comparing.ratios(agg, runs) if with_ratios else None

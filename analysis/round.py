@@ -33,6 +33,7 @@ import polars as pl
 from esbperf.analysis import forks
 from esbperf.analysis.runs import BASELINE_TARGET
 from esbperf.analysis.stats import StepHistograms, figure_sample
+from esbperf.analysis.validity import faults
 from esbperf.results.histogram import Histogram
 from esbperf.core.errors import EsbperfError
 from esbperf.core.plan import parse_size, size_label
@@ -68,13 +69,15 @@ class Figure:
     payload_bytes: int
     users: int | None         # None: a capacity (its probes choose their pools)
     target: str
-    value: float | None       # iterations pooled (percentiles) or averaged (TPS, CPU); None: not measured
+    value: float | None       # iterations pooled (percentiles) or averaged (TPS, CPU): with an interval, those
+                              # it is over (kept), so that it lies inside it; None: not measured
     low: float | None         # the spread of the iterations' own values (None with fewer than two)
     high: float | None
     iterations: int
     valid: str                # "yes", or the validity warnings' names (and a reference's, named)
-    interval: forks.Interval | None = None   # 95 %, the engine process as the unit (forks.interval, ratio, …)
+    interval: forks.Interval | None = None   # 95 %, over the forks, or one fork's iterations (forks.interval, …)
     left_out: str = ""        # the iterations a validity warning names, left out of `interval` (or why not)
+    bound: str | None = None  # what bounded the target's step (aggregate.csv `bound`; analysis/bottleneck.py)
 
     @property
     def key(self) -> tuple:
@@ -165,9 +168,30 @@ def load(folder: Path) -> RoundData:
         run_file = folder / str(part.get("run") or "") / "run.json"
         if part.get("run") and run_file.is_file():
             runs[Path(part["run"]).name] = json.loads(run_file.read_text())
+    summary, aggregate = _with_bounds(summary, aggregate)
     closed = summary.filter(pl.col("model") == "closed")
     return RoundData(folder, info, closed, aggregate.filter(pl.col("model") == "closed"),
                      _csv(folder / CAPACITY / "capacity.csv"), runs, _csv(folder / VERIFICATION))
+
+
+def _with_bounds(summary: pl.DataFrame, aggregate: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """A report from before steps had a bound (no `bound` column: Round 1's) given what its columns
+    tell of one (bottleneck.legacy_bound: the client, a link, or unknown), per iteration and, as
+    the analysis pools it, per step."""
+    if "bound" in summary.columns or "client_bound" not in summary.columns:
+        return summary, aggregate
+    from esbperf.analysis.bottleneck import legacy_bound, pooled_bound
+    kinds = [legacy_bound(r.get("client_bound"), r.get("bottlenecks"))
+             for r in summary.select("client_bound", *(["bottlenecks"] if "bottlenecks" in summary.columns else []))
+             .iter_rows(named=True)]
+    summary = summary.with_columns(bound=pl.Series(kinds, dtype=pl.String))
+    keys = [k for k in ("run", "scenario", "target", "payload_bytes", "users", "model", "rate", "test")
+            if k in summary.columns and k in aggregate.columns]
+    by_step: dict[tuple, list] = {}
+    for key, kind in zip(summary.select(keys).iter_rows(), kinds):
+        by_step.setdefault(key, []).append(kind)
+    pooled = [pooled_bound(by_step.get(key, []))[0] for key in aggregate.select(keys).iter_rows()]
+    return summary, aggregate.with_columns(bound=pl.Series(pooled, dtype=pl.String))
 
 
 # --- the figures --------------------------------------------------------------------------------
@@ -198,8 +222,8 @@ def per_core(tps: float | None, cpu_percent: float | None) -> float | None:
 def _valid(*verdicts: tuple[str, str]) -> str:
     """"yes", or the warnings of the target's step (summary.csv's `valid`: names separated by `;`),
     and each reference that is not valid named once (its own row says why): `drift; direct not valid`."""
-    named = [name for who, v in verdicts if who == "" and v and v != "yes" for name in v.split(";")]
-    named += [f"{who} not valid" for who, v in verdicts if who and v and v != "yes"]
+    named = [name for who, v in verdicts if who == "" for name in faults(v)]
+    named += [f"{who} not valid" for who, v in verdicts if who and faults(v)]
     return VALID_SEPARATOR.join(dict.fromkeys(named)) or "yes"
 
 
@@ -231,7 +255,7 @@ WHOLE_STEP_KINDS = {"missing-iterations"}
 
 
 def _named(r: dict) -> list[str]:
-    return [k for k in str(r.get("valid") or "yes").split(";") if k and k != "yes" and k not in WHOLE_STEP_KINDS]
+    return [k for k in faults(r.get("valid")) if k not in WHOLE_STEP_KINDS]
 
 
 def _iteration_name(r: dict) -> str:
@@ -288,9 +312,12 @@ def _figures(data: RoundData) -> list[Figure]:
 
         def fig(kind: str, what: str, target: str, value, values, valid: str, interval=None, left_out="") -> None:
             low, high = _spread(values)
+            if interval is not None and interval.value is not None:
+                value = interval.value    # of the iterations its interval is over: those `kept` leaves in
+            # (without an interval, every iteration's figure: aggregate.csv's)
             out.append(Figure(kind, what, scenario, rows[target]["payload_label"] or size_label(size), size, users,
                               target, _number(value), low, high, len(iters.get(target, {})), valid, interval,
-                              left_out))
+                              left_out, rows[target].get("bound")))
 
         direct = rows.get(BASELINE_TARGET)
         here = [f for f in floors if f in rows]
@@ -344,7 +371,7 @@ def step_valid(data: RoundData, row: dict, measured: int) -> str:
     """A step's `valid` (aggregate.csv), and `missing-iterations` when it has fewer than its run's plan
     asks for (validity.expected_iterations): said here too, for a round analysed before that warning."""
     from esbperf.analysis.validity import expected_iterations
-    found = row.get("valid") or "yes"
+    found = ";".join(faults(row.get("valid"))) or "yes"     # a bound is no fault (validity.BOUND_KINDS)
     record = data.runs.get(str(row["run"]).rsplit("/", 1)[-1], {})
     expected = expected_iterations(record.get("plan") if isinstance(record.get("plan"), dict) else {}, record)
     if expected and measured < expected and "missing-iterations" not in found.split(";"):
@@ -365,8 +392,8 @@ def capacity_samples(data: RoundData) -> dict[tuple[str, str], dict[str, tuple[f
     frame = data.capacity
     for (scenario, payload, target), g in frame.group_by(["scenario", "payload", "target"], maintain_order=True):
         fork_of = g["fork"].to_list() if "fork" in g.columns else None
-        valid = (";".join(dict.fromkeys(k for v in g["valid"].fill_null("").to_list() for k in str(v).split(";")
-                                        if k and k != "yes")) or "yes") if "valid" in g.columns else NOT_CHECKED
+        valid = (";".join(dict.fromkeys(k for v in g["valid"].fill_null("").to_list() for k in faults(v)))
+                 or "yes") if "valid" in g.columns else NOT_CHECKED
         out.setdefault((scenario, payload), {})[target] = (
             forks.Sample.of_values([_number(v) for v in g["capacity_rate"]], fork_of, unit="search"), valid)
     return out
@@ -398,33 +425,30 @@ def capacity_figures(data: RoundData, floors: list[str]) -> list[Figure]:
 
 def verdicts(data: RoundData) -> pl.DataFrame:
     """verdicts.csv: every pair of targets at every closed step (TPS, p50, p99: analysis/verdicts.py)
-    and every pair of searched targets (capacity), each on the interval of their ratio."""
+    and every pair of searched targets (capacity), each on the interval of their ratio, all judged as
+    one family (verdicts.judged: their false discoveries controlled)."""
     if data._verdicts is not None:
         return data._verdicts
-    from esbperf.analysis.verdicts import COLUMNS, judge_pairs
+    from esbperf.analysis.verdicts import Pending, judged, pending_pairs
     labels = {(r, t): t for r, t in data.summary.select("run", "target").unique().iter_rows()}
-    closed = judge_pairs(data.summary, data.histograms(), labels, data.aggregate)
+    pending = pending_pairs(data.summary, data.histograms(), labels, data.aggregate)
     order = {t: i for i, t in enumerate(_order(data.kinds(), data.kinds()))}
-    rows = []
     for (scenario, payload), by_target in capacity_samples(data).items():
         targets = sorted(by_target, key=lambda t: (order.get(t, len(order)), t))
         for a, b in ((a, b) for i, a in enumerate(targets) for b in targets[i + 1:]):
             (sa, va), (sb, vb) = by_target[a], by_target[b]
-            found = forks.ratio(sa, sb)
-            v = forks.verdict(a, b, "capacity", found)
-            invalid = "; ".join(f"{who}: {what}" for who, what in ((a, va), (b, vb)) if what not in ("yes", NOT_CHECKED))
+            invalid = "; ".join(f"{who}: {', '.join(faults(what))}" for who, what in ((a, va), (b, vb))
+                                if what != NOT_CHECKED and faults(what))
             unchecked = NOT_CHECKED in (va, vb)
-            rows.append({"plan": "capacity", "scenario": scenario, "payload_bytes": _payload_bytes(payload),
-                         "payload_label": payload, "model": "open", "figure": "capacity", "a": a, "b": b,
-                         "a_target": a, "b_target": b, "ratio": found.value, "ratio_low": found.low,
-                         "ratio_high": found.high, "df": found.df, "forks": found.forks, "units": found.units,
-                         "one_fork": found.one_fork, "shown": v.shown, "better": v.better, "valid_a": va,
-                         "valid_b": vb, "bound_note": "",
-                         "sentence": v.sentence + (f" [not a valid measurement: {invalid}]" if invalid else "")
-                         + (" [the searches' validity was not checked: an older capacity.csv]" if unchecked else ""),
-                         "short": v.short + (" (not valid)" if invalid else "")})
-    data._verdicts = pl.concat([closed, pl.DataFrame(rows, schema=COLUMNS)], how="vertical_relaxed") if rows \
-        else closed
+            pending.append(Pending(
+                {"plan": "capacity", "scenario": scenario, "payload_bytes": _payload_bytes(payload),
+                 "payload_label": payload, "model": "open", "figure": "capacity", "a": a, "b": b, "a_target": a,
+                 "b_target": b, "valid_a": va, "valid_b": vb, "bound_note": ""},
+                "capacity", forks.ratio(sa, sb),
+                after=(f" [not a valid measurement: {invalid}]" if invalid else "")
+                + (" [the searches' validity was not checked: an older capacity.csv]" if unchecked else ""),
+                after_short=" (not valid)" if invalid else ""))
+    data._verdicts = judged(pending)
     return data._verdicts
 
 
@@ -466,6 +490,30 @@ def repetition_lines(pilot: RoundData) -> list[str]:
     return ([f"forks and iterations that would resolve a TPS difference of 5 % and 10 % at 95 %, from {pilot.dir} "
              "as the pilot (docs/analysis.md, \"Forks: the process as the unit\"):"]
             + [f"  {a.describe()}" for a in found])
+
+
+def verdicts_intro(data: RoundData) -> str:
+    """What the verdicts are judged on, the control their family is under, and how many of them chance
+    alone would give."""
+    from esbperf.analysis.verdicts import family_line
+    found = verdicts(data)
+    one = one_process_note(data)
+    unit = ("the iterations of each target's one engine process as the units (this round ran one process per "
+            "target: a verdict compares those processes, and says \"within one process\")" if one else
+            "the engine process as the unit (docs/analysis.md, \"Forks: the process as the unit\")")
+    level = found["confidence"].drop_nulls().max() if "confidence" in found.columns and found.height else None
+    return (f"Each pair of targets at each scenario, payload and users, judged on the interval of the ratio of "
+            f"their figures, with {unit}: a cell names the better target and by how much, with its interval, only "
+            "when the interval leaves out a ratio of 1; otherwise no difference is shown, and the interval says "
+            "how large one could be. The verdicts are one family: "
+            + family_line(found) + ". " + (f"So each interval is at {forks.percent_level(level)}, not 95 %: "
+                                           "Benjamini–Hochberg's level for the differences shown (its q is in "
+                                           "verdicts.csv, `q`), at which a verdict shows a difference exactly "
+                                           "when its interval leaves out none. " if level else "")
+            + "A target whose steps the testbed bounded (the client, a link, the back ends: its `bound`) "
+            "answered at least its TPS there: a difference in its favour is \"at least\" that, any other is "
+            "not judged. Nothing on this page is ranked on its point estimates. The sentences are in "
+            "[verdicts.csv](verdicts.csv). " + one)
 
 
 def one_process_note(data: RoundData) -> str:
@@ -560,10 +608,12 @@ def _fmt(value: float | None, what: str) -> str:
 
 
 def cell(f: Figure | None, style: str) -> str:
-    """A figure and its spread: `1.23 (1.10–1.31)`; `–` when not measured."""
+    """A figure and its spread: `1.23 (1.10–1.31)`; `–` when not measured. A TPS the testbed bounded
+    (the client, a link, the back ends) is what the target answered at least: `≥ 14 298 (…)`."""
+    from esbperf.analysis.bottleneck import testbed_bound
     if f is None or f.value is None:
         return "–"
-    text = _fmt(f.value, style)
+    text = ("≥ " if f.kind == ABSOLUTE and f.what == "tps" and testbed_bound(f.bound) else "") + _fmt(f.value, style)
     if f.low is not None and f.high is not None:
         low, high = _fmt(f.low, style), _fmt(f.high, style)
         text += f" ({low})" if low == high else f" ({low}–{high})"
@@ -855,7 +905,8 @@ def page(data: RoundData) -> str:
         "",
         f"`esbperf round{' --quick' if variant == 'quick' else ''}` on {data.info.get('started', '?')[:10]}. "
         + verification_text(data) + f" Figures: {noise}; percentiles from the iterations' pooled distributions, "
-        "TPS and CPU averaged. **Bold** in `valid`: a validity warning names the step (or the step it is "
+        "TPS and CPU averaged; where a validity warning names some iterations of a step, its figures are those "
+        "of the others, as their 95 % intervals are (figures.csv `left_out`). **Bold** in `valid`: a validity warning names the step (or the step it is "
         "compared with), docs/analysis.md. Data: [summary.csv](report/summary.csv), "
         "[aggregate.csv](report/aggregate.csv), the page's figures ([figures.csv](figures.csv)), "
         "[the report](report/report.html) with its graphs, the "
@@ -871,18 +922,14 @@ def page(data: RoundData) -> str:
         "percentiles is that of the pooled distributions, so it may lie outside its iterations' spread when "
         "the iterations differ much (the pooled percentile leans to the iteration with the longer tail). A "
         "floor's ratio to the best floor compares the two floors; where no floor serves the scenario the column "
-        "is empty.",
+        "is empty. A TPS marked ≥ is that of a step the testbed bounded (the client, a link, the back ends: "
+        "figures.csv `bound`): the target answered at least that; such a step stays valid.",
         "",
         headline_tables(found, kinds, data.scenarios()),
         "",
         "### Verdicts: every pair of targets",
         "",
-        "Each pair of targets at each scenario, payload and users, judged on the 95 % interval of the ratio of "
-        "their figures with the engine process as the unit (docs/analysis.md, \"Forks: the process as the "
-        "unit\"): a cell names the better target and by how much, with its interval, only when the interval "
-        "leaves out a ratio of 1; otherwise no difference is shown, and the interval says how large one could "
-        "be. Nothing on this page is ranked on its point estimates. The sentences are in "
-        "[verdicts.csv](verdicts.csv). " + one_process_note(data),
+        verdicts_intro(data),
         "",
         verdicts_text(data),
         "",
@@ -895,8 +942,9 @@ def page(data: RoundData) -> str:
         "",
         "### Throughput per core of the target engine",
         "",
-        "TPS divided by the CPU of the target engine's own processes on the esb host (summary.csv "
-        "`esb_proc_cpu_mean`, % of one core; its neighbours, the engines not under test, apart).",
+        "Each iteration's TPS divided by the CPU of the target engine's own processes on the esb host in it "
+        "(summary.csv `esb_proc_cpu_mean`, % of one core; its neighbours, the engines not under test, apart), "
+        "averaged over the iterations as its interval is.",
         "",
         per_core_table(found, data, kinds),
         "",

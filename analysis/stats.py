@@ -136,16 +136,18 @@ def engine_columns(run: Run, target: str, esb: HostStats | None) -> dict:
 
 
 def client_bound(run: Run, step: Step, hosts: dict[str, HostStats]) -> list[str]:
-    """`client:cpu 93%` for each load host (client, load2, ...) whose cores or worker JVMs were
-    busier than bottleneck.CLIENT_BOUND_PERCENT in the window (bottleneck.client_bound): the
-    client, not the target, may have set the step's figures."""
+    """`client:workers 93%` for each load host (client, load2, ...) whose worker JVMs, or whose cores
+    where they are its own, were busier than bottleneck.CLIENT_BOUND_PERCENT in the window
+    (bottleneck.client_bound): the client set the step's figures, a bound of the testbed."""
     found = []
     for role, h in hosts.items():
         if role != CLIENT and not is_load(role):
             continue
         cpus = step.host(role).get("cpus") or (run.info.get("hosts") or {}).get(role, {}).get("cpus")
         cores = len(cpus) if cpus else (run.info.get("environment") or {}).get("cores")
-        for v in bottleneck.client_bound(role, h.cpu_samples, h.proc_samples, cores):
+        shared = any(run.share_cores(role, other) for other in run.hosts()
+                     if other != CLIENT and not is_load(other))
+        for v in bottleneck.client_bound(role, h.cpu_samples, h.proc_samples, cores, shared):
             found.append(f"{role}:{v['resource']} {max(v['mean_percent'], v['sustained_percent']):.0f}%")
     return found
 

@@ -340,3 +340,87 @@ def window_opens(tps: np.ndarray, mean: np.ndarray, *, horizon_s: float, interva
 def whole_ms(gaps_s: np.ndarray) -> np.ndarray:
     """Start times (ms since the epoch) of arrivals `gaps_s` apart, as Grinder logs them: whole ms."""
     return np.floor(np.cumsum(gaps_s) * 1000.0 + BASE_MS)
+
+
+# --- the demo's three runs: an ESB and the baseline interleaved, as `esbperf demo` writes them ---
+
+# The demo's figures on 2 cores (2026-11-28): TPS by (target, payload KB, users) of the closed-model
+# steps. Camel 3,520 TPS at 1 KB 1 user and ~3,800 from 20 users at 100 KB, on its own core (the engine
+# the bound); direct ~50,000 at 1 KB 1 user, client-bound from 20 users at 100 KB (8,000–9,200).
+DEMO_TPS = {
+    "camel": {(1, 1): 3520, (50, 1): 1550, (100, 1): 1480, (500, 1): 380, (1024, 1): 190,
+              (100, 20): 3800, (100, 40): 3760, (100, 80): 3720, (100, 160): 3650, (100, 320): 3560},
+    "direct": {(1, 1): 50000, (50, 1): 12000, (100, 1): 7000, (500, 1): 1700, (1024, 1): 880,
+               (100, 20): 8100, (100, 40): 8600, (100, 80): 9200, (100, 160): 8800, (100, 320): 8500},
+}
+DEMO_RATES = (150, 250, 350)
+# The demo's cores on 2 CPUs (`cpus: auto`): the esb host on one, the client and the back ends on the other.
+DEMO_CPUS = {CLIENT: [0], ESB: [1], **{b: [0] for b in BACKENDS}}
+
+
+def demo_runs(root: Path, esb: str = "camel", warm: bool = True, window_s: int = 2, iterations: int = 2,
+              unsteady: int = 0, seed: int = 1) -> list[Path]:
+    """The three runs of `esbperf demo` (demo-payload, demo-concurrency, demo-open), the ESB and
+    direct interleaved step by step at DEMO_TPS (open model: at DEMO_RATES, keeping the schedule),
+    `iterations` each, on the demo's cores (DEMO_CPUS: the client and the back ends share one, so
+    their CPU figures are one curve). The ESB's steps from 20 users are bound by its core, direct's
+    by the client. `warm` False: no target was judged warm (every step `target-not-warm`, as in the
+    demo of 2026-11-28); `unsteady` steps (the first ones) had no steady state in their warm-up."""
+    plans = [("demo-payload", [(kb, 1, None) for kb in (1, 50, 100, 500, 1024)]),
+             ("demo-concurrency", [(100, u, None) for u in (1, 20, 40, 80, 160, 320)]),
+             ("demo-open", [(100, 4, r) for r in DEMO_RATES])]
+    runs, start, n = [], BASE_MS, 0
+    for plan_name, steps in plans:
+        run_dir = root / f"{plan_name}-{esb}+direct"
+        plan = plan_dict(plan_name, payloads=sorted({kb * 1024 for kb, _, _ in steps}),
+                         users=sorted({u for _, u, r in steps if r is None}), duration_s=window_s, warmup_s="auto",
+                         iterations=iterations, **({"rates": list(DEMO_RATES)} if plan_name == "demo-open" else {}))
+        write_run(run_dir, f"{esb}+direct", plan=plan,
+                  targets=[{"name": t, "kind": "direct" if t == "direct" else "esb",
+                            "esb": None if t == "direct" else t} for t in (esb, "direct")])
+        info = json.loads((run_dir / "run.json").read_text())
+        for role, cpus in DEMO_CPUS.items():
+            info["hosts"][role].update(cpus=cpus, link_mbit=10000)
+        write_json(run_dir / "run.json", info)
+        for it in range(1, iterations + 1):
+            for kb, users, rate in steps:
+                for target in ((esb, "direct") if it % 2 else ("direct", esb)):
+                    n += 1
+                    size = kb * 1024
+                    label = size_label(size)
+                    folder = run_dir / target / "proxy" / label / str(users)
+                    folder = (folder / f"rate-{rate:g}" if rate else folder) / f"iter-{it}"
+                    write_step(folder, "proxy", target, size, label, users, it, start_ms=start, warmup_s=3,
+                               duration_s=window_s, plan=plan_name, link_mbit=10000, rate=rate)
+                    meta = json.loads((folder / "step.json").read_text())
+                    for role, cpus in DEMO_CPUS.items():
+                        meta["hosts"][role].update(cpus=cpus)
+                    meta["workers_ready_ms"] = BASE_MS - 60_000
+                    meta["target_warm"] = {"settled": warm, **({} if warm else {"reason": "still climbing"})}
+                    if n <= unsteady:
+                        meta["warmup"] = {"steady": False, "reason": "throughput still moving at warmup_max_s"}
+                    write_json(folder / "step.json", meta)
+                    # Iterations differ by a few per cent (the range the report shows).
+                    tps = (rate if rate else DEMO_TPS[target if target == "direct" else "camel"][(kb, users)]) \
+                        * (1 + 0.03 * (it - 1.5))
+                    rows = round(tps * window_s)
+                    # Open model: a service time that grows with the offered rate (the ESB's larger).
+                    mean_ms = ((0.6 if target == "direct" else 1.4) * (1 + rate / 500)) if rate else users * 1000 / tps
+                    write_random_logs(folder, rows, 1, meta["warmup_end_ms"], meta["end_ms"], mean_ms=mean_ms,
+                                      payload_bytes=size, seed=seed * 100_000 + n, threads=users,
+                                      lag_us=20.0 if rate else None)
+                    bound = not rate and users >= 20
+                    shared = 95.0 if bound and target == "direct" else 60.0          # the client's core ...
+                    workers = 85.0 if bound and target == "direct" else 45.0         # ... its worker JVMs' share
+                    esb_cpu = 97.0 if bound and target != "direct" else 40.0 if target != "direct" else 2.0
+                    mbit = tps * size * 8 / 1e6
+                    for role in ROLES:
+                        cpu = esb_cpu if role == ESB else shared
+                        write_monitor(folder, role, meta["start_ms"], meta["warmup_end_ms"], meta["end_ms"],
+                                      cpu_percent=cpu, rx_mbit=mbit if role != ESB or target != "direct" else 0.0,
+                                      tx_mbit=mbit if role != ESB or target != "direct" else 0.0,
+                                      proc_cpu=(cpu if role == ESB else workers if role == CLIENT
+                                                else 10.0 + BACKENDS.index(role) / 2,))
+                    start += (3 + window_s + 2) * 1000
+        runs.append(run_dir)
+    return runs

@@ -68,11 +68,30 @@ def _steps(rows: list[dict]) -> list[tuple[str, str]]:
     return [(r["run"], r["step_dir"]) for r in rows]
 
 
+# Warnings that say what bounded a step: a fact about it, not a fault of its figures (the target
+# answers at least its TPS), so no step's `valid` names them; the report still lists them, and the
+# step's `bound` says it. `bottlenecks`: what an analysis from before bounds called a saturated host
+# (Round 1's published files have it in their `valid`).
+BOUND_KINDS = ("client-bound", "bottlenecks")
+# Warnings that are notes, not faults: the bounds, and a target warm-up that ended not resolved (its
+# trend neither inside nor surely outside the margin: steady.settling) — only one still moving, or
+# a target never warmed, spoils a step.
+NOTE_KINDS = (*BOUND_KINDS, "target-warm-unresolved")
+
+
+def faults(valid: str | None) -> list[str]:
+    """The warnings a `valid` cell names (`;`-separated) that spoil the step's figures: NOTE_KINDS
+    left out; [] for `yes` or none."""
+    return [k for k in str(valid or "yes").split(";") if k and k != "yes" and k not in NOTE_KINDS]
+
+
 def step_verdicts(warnings: list[ValidityWarning]) -> dict[tuple[str, str], list[str]]:
     """The kinds of the warnings that name each step, by (run, step folder), in the warnings'
-    order: what summary.csv's `valid` says of a step (stats.with_verdicts)."""
+    order, NOTE_KINDS left out: what summary.csv's `valid` says of a step (stats.with_verdicts)."""
     named: dict[tuple[str, str], list[str]] = {}
     for w in warnings:
+        if w.kind in NOTE_KINDS:
+            continue
         for step in getattr(w, "steps", ()):
             if w.kind not in named.setdefault(step, []):
                 named[step].append(w.kind)
@@ -181,17 +200,29 @@ def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
                           f"a warmup_s of {2 * WORKER_JIT_S} or more",
                           lambda r: f"{under_load[(r['run'], r['step_dir'])]:.1f} s under load before the window"))
     # Whether each step's target was judged warm before its first step (step.json `target_warm`, from
-    # the run's target warm-up: settled over minutes, esbperf/core/steady.py); older runs do not say.
+    # the run's target warm-up: esbperf/core/steady.py `settling`); older runs do not say. Still
+    # moving (settled: false), or never warmed, spoils the step; not resolved is a note.
     warmth = {(run.name, str(s.dir.relative_to(run.dir))): s.meta["target_warm"] for run in runs for s in run.steps
               if isinstance(s.meta.get("target_warm"), dict)}
-    cold = [r for r in steps if warmth.get((r["run"], r["step_dir"]), {}).get("settled", True) is not True]
+
+    def _warmth(r: dict) -> dict:
+        return warmth.get((r["run"], r["step_dir"]), {})
+
+    unresolved = [r for r in steps if _warmth(r).get("settled") is None and _warmth(r).get("outcome") == steady.UNRESOLVED]
+    cold = [r for r in steps if _warmth(r).get("settled", True) is not True and r not in unresolved]
     if cold:
         out.append(_about("target-not-warm", cold, "step", "measured on a target that was not judged warm before its "
-                          "first step (no target warm-up in the plan, or one that ended with its throughput still "
-                          "moving over the plan's target_warmup_horizon_s): a JVM still compiling its path reads "
-                          "low whatever the step's own window showed; give the plan a target warm-up "
-                          "(target_warmup_s, target_warmup_max_s) long enough to settle",
-                          lambda r: warmth[(r["run"], r["step_dir"])].get("reason") or "not warmed"))
+                          "first step (no target warm-up in the plan, or one that ended with its throughput surely "
+                          "still moving: its trend's interval beyond the margin, docs/methodology.md): a JVM still "
+                          "compiling its path reads low whatever the step's own window showed; give the plan a "
+                          "target warm-up (target_warmup_s, target_warmup_max_s) long enough to settle",
+                          lambda r: _warmth(r).get("reason") or "not warmed"))
+    if unresolved:
+        out.append(_about("target-warm-unresolved", unresolved, "step", "measured on a target whose warm-up ended "
+                          "not resolved: its throughput's trend was neither surely within the margin nor surely "
+                          "beyond it at the noise seen (a note, not a fault: the step stays valid; its reason says "
+                          "how long a warm-up would resolve it: target_warmup_max_s, target_warmup_horizon_s)",
+                          lambda r: _warmth(r).get("reason") or "not resolved"))
     short = missing_iterations(runs, steps)
     if short:
         out.append(_about("missing-iterations", short, "step", "with fewer iterations than their plan asks for (the "
@@ -226,10 +257,13 @@ def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
                           lambda r: f"neighbours {r['esb_neighbours_cpu_mean']:.0f} % of a core on average"))
     bound = [r for r in steps if r.get("client_bound")]
     if bound:
-        out.append(_about("client-bound", bound, "step", "whose client was the bottleneck: a load host's cores, or "
-                          f"its worker JVMs, were more than {bottleneck.CLIENT_BOUND_PERCENT:.0f} % busy in the window "
-                          "(held for 3 samples or on average), so the client, not the target, may have set their "
-                          "figures whatever the other hosts did; give the client more cores or more load hosts",
+        out.append(_about("client-bound", bound, "step", "whose client was at its limit: its worker JVMs (or, on "
+                          "cores of its own, the load host) were more than "
+                          f"{bottleneck.CLIENT_BOUND_PERCENT:.0f} % busy in the window (held for 3 samples or on "
+                          "average), so the client set their figures: the target answers at least their TPS, within "
+                          "at most their response times. A bound, not a fault: they stay valid (`bound`: client), "
+                          "and a comparison with them says \"at least\" or is not judged; for the target's own "
+                          "figures give the client more cores or more load hosts",
                           lambda r: r["client_bound_by"]))
     failed = [r for r in rows if r["errors"]]
     if failed:

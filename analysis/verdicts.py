@@ -2,7 +2,11 @@
 judged per figure on the interval of their ratio with the process as the unit (analysis/forks.py):
 "camel is faster than synapse by 12 % (95 %: 6–18 %)", or "no difference shown (95 %: −4 to +9 %)".
 Nothing is ranked on its point estimates. What the report, `esbperf compare` (verdicts.csv and the
-lines it prints), the gate and a round's page say of two targets comes from here.
+lines it prints), the gate and a round's page say of two targets comes from here, and every family of
+them (a report's, a compare's, a round's) is judged as one: Benjamini–Hochberg on the p-values of
+their own t statistics (forks.family), each interval at the family's level, so that a verdict shows a
+difference exactly when its interval leaves out none, and the family says how many chance alone
+would show (`family_line`).
 
 And how many forks and iterations a difference needs (`advice`), from the pilot's own variance
 components (Kalibera & Jones, ISMM 2013)."""
@@ -27,8 +31,10 @@ COLUMNS = {"plan": pl.String, "scenario": pl.String, "payload_bytes": pl.Int64, 
            "users": pl.Int64, "model": pl.String, "rate": pl.Float64, "test": pl.Int64, "figure": pl.String,
            "a": pl.String, "b": pl.String, "a_run": pl.String, "a_target": pl.String, "b_run": pl.String,
            "b_target": pl.String, "ratio": pl.Float64, "ratio_low": pl.Float64, "ratio_high": pl.Float64,
+           "confidence": pl.Float64, "p": pl.Float64, "q": pl.Float64, "control": pl.String,
            "df": pl.Float64, "forks": pl.Int64, "units": pl.Int64, "one_fork": pl.Boolean, "shown": pl.Boolean,
-           "better": pl.String, "valid_a": pl.String, "valid_b": pl.String, "bound_note": pl.String,
+           "better": pl.String, "at_least": pl.Boolean, "bound_a": pl.String, "bound_b": pl.String,
+           "valid_a": pl.String, "valid_b": pl.String, "bound_note": pl.String,
            "sentence": pl.String, "short": pl.String}
 
 
@@ -42,20 +48,42 @@ def _bound_note(a: dict, b: dict, label_a: str, label_b: str) -> str:
 
 
 def _invalid(label: str, valid: str | None) -> str:
-    return "" if not valid or valid == "yes" else f"{label}: {valid.replace(';', ', ')}"
+    from esbperf.analysis.validity import faults
+    named = faults(valid)
+    return f"{label}: {', '.join(named)}" if named else ""
 
 
-def judge_pairs(summary: pl.DataFrame, histograms: dict[tuple, StepHistograms], labels: dict[tuple[str, str], str],
-                aggregate: pl.DataFrame | None = None, pairs: Iterable[tuple[tuple[str, str], tuple[str, str]]] | None = None
-                ) -> pl.DataFrame:
-    """verdicts.csv: for each plan, step and pair of series (run, target) that both measured it, one
-    row per figure: the ratio a ÷ b, its interval, the verdict in words. `pairs` limits the pairs
+@dataclass
+class Pending:
+    """A verdict to be given once its family is known: verdicts.csv's columns but the verdict's own,
+    the interval (95 %), and what the sentence adds after it."""
+
+    row: dict
+    figure: str
+    found: forks.Interval
+    bound_note: str = ""
+    bounds: tuple[str | None, str | None] = (None, None)
+    after: str = ""          # `[not a valid measurement: …]`, said after the sentence
+    after_short: str = ""
+
+    def p_value(self) -> float | None:
+        """Its test's p-value; 1 where a testbed bound leaves it not judged (it counts in the family,
+        and never shows a difference)."""
+        p = forks.p_value(self.found)
+        return 1.0 if p is not None and forks.hidden_by_bound(self.found, self.figure, self.bounds) else p
+
+
+def pending_pairs(summary: pl.DataFrame, histograms: dict[tuple, StepHistograms], labels: dict[tuple[str, str], str],
+                  aggregate: pl.DataFrame | None = None,
+                  pairs: Iterable[tuple[tuple[str, str], tuple[str, str]]] | None = None) -> list[Pending]:
+    """For each plan, step and pair of series (run, target) that both measured it, one per figure:
+    the ratio a ÷ b and its interval, to be judged as a family (`judged`). `pairs` limits the pairs
     (default: every pair of series of a plan, in the order they are labelled). `histograms`: each
     summary row's distributions by (run, step_dir, test)."""
     agg = {} if aggregate is None else {
         (r["run"], r["target"], *(r[k] for k in STEP)): r for r in aggregate.iter_rows(named=True)}
     wanted = None if pairs is None else set(pairs)
-    rows: list[dict] = []
+    out: list[Pending] = []
     cache: dict = {}
     memo: dict = {}          # each sample's bootstrap, for every pair it is in
     for (plan,), of_plan in summary.group_by(["plan"], maintain_order=True):
@@ -77,17 +105,54 @@ def judge_pairs(summary: pl.DataFrame, histograms: dict[tuple, StepHistograms], 
                 for figure, column in FIGURES.items():
                     samples = [cache.setdefault((s, step, column), figure_sample(by_series[s], histograms, column))
                                for s in (a, b)]
-                    found = forks.ratio(*samples, memo=memo)
-                    v = forks.verdict(la, lb, figure, found, note)
-                    rows.append({"plan": plan, **dict(zip(STEP, step)), "figure": figure, "a": la, "b": lb,
-                                 "a_run": a[0], "a_target": a[1], "b_run": b[0], "b_target": b[1],
-                                 "ratio": found.value, "ratio_low": found.low, "ratio_high": found.high,
-                                 "df": found.df, "forks": found.forks, "units": found.units,
-                                 "one_fork": found.one_fork, "shown": v.shown, "better": v.better,
-                                 "valid_a": ra.get("valid"), "valid_b": rb.get("valid"), "bound_note": note,
-                                 "sentence": v.sentence + (f" [not a valid measurement: {invalid}]" if invalid else ""),
-                                 "short": v.short + (" (not valid)" if invalid else "")})
+                    out.append(Pending(
+                        {"plan": plan, **dict(zip(STEP, step)), "figure": figure, "a": la, "b": lb, "a_run": a[0],
+                         "a_target": a[1], "b_run": b[0], "b_target": b[1], "bound_a": ra.get("bound"),
+                         "bound_b": rb.get("bound"), "valid_a": ra.get("valid"), "valid_b": rb.get("valid"),
+                         "bound_note": note},
+                        figure, forks.ratio(*samples, memo=memo), note, (ra.get("bound"), rb.get("bound")),
+                        f" [not a valid measurement: {invalid}]" if invalid else "", " (not valid)" if invalid else ""))
+    return out
+
+
+def judged(pending: list[Pending]) -> pl.DataFrame:
+    """verdicts.csv: every pending verdict judged as ONE family (forks.family: Benjamini–Hochberg on
+    their p-values, each interval at the family's level), one row each."""
+    family = forks.family([v.p_value() for v in pending])
+    rows = []
+    for v, q in zip(pending, family.q):
+        p = forks.p_value(v.found)       # its own test's (a member a bound hides counts as 1 in the family)
+        said = forks.verdict(v.row["a"], v.row["b"], v.figure, v.found, v.bound_note, v.bounds, family, q)
+        i = said.interval
+        rows.append({**v.row, "ratio": i.value, "ratio_low": i.low, "ratio_high": i.high,
+                     "confidence": family.confidence if i.has_interval else None, "p": p, "q": q,
+                     "control": family.control() if q is not None else "", "df": i.df, "forks": i.forks,
+                     "units": i.units, "one_fork": i.one_fork, "shown": said.shown, "better": said.better,
+                     "at_least": said.at_least, "sentence": said.sentence + v.after,
+                     "short": said.short + v.after_short})
     return pl.DataFrame(rows, schema=COLUMNS)
+
+
+def judge_pairs(summary: pl.DataFrame, histograms: dict[tuple, StepHistograms], labels: dict[tuple[str, str], str],
+                aggregate: pl.DataFrame | None = None,
+                pairs: Iterable[tuple[tuple[str, str], tuple[str, str]]] | None = None) -> pl.DataFrame:
+    """verdicts.csv of a report or a compare: `pending_pairs`, judged as one family."""
+    return judged(pending_pairs(summary, histograms, labels, aggregate, pairs))
+
+
+def family_line(verdicts: pl.DataFrame) -> str:
+    """What a family of verdicts (verdicts.csv) says as a whole: how many show a difference under the
+    control that applied, and how many chance alone would show; with one process per target, that its
+    intervals leave out the variance between processes."""
+    judged_rows = verdicts.filter(pl.col("q").is_not_null()) if "q" in verdicts.columns else verdicts.clear()
+    shown = judged_rows.filter(pl.col("q") <= forks.FALSE_DISCOVERIES).height
+    family = forks.Family((), (), judged_rows.height, shown,
+                          judged_rows["confidence"].max() if judged_rows.height else forks.CONFIDENCE)
+    line = family.describe()
+    if judged_rows.height and judged_rows["one_fork"].all():
+        line += ("; every one from a single process per target (its iterations the units): a difference shown "
+                 "is one between those processes, not yet between the engines")
+    return line
 
 
 def step_name(row: dict) -> str:
@@ -169,15 +234,23 @@ def advice(summary: pl.DataFrame, fork_cost_s: dict[str, float], iteration_cost_
 
 
 def fork_costs(records: list[dict]) -> dict[str, float]:
-    """A fork's cost per target beyond its iterations, s: its start (FORK_START_S) and its warm-up
-    (the runs' run.json `target_warmup`: the seconds each target was loaded, per run)."""
-    warm: dict[str, float] = {}
+    """A fork's cost per target beyond its iterations, s: its start (FORK_START_S) and ONE warm-up.
+    run.json `target_warmup` holds an entry per warm-up (each fork's, and a resumed run's), with the
+    seconds each target was loaded at each kind of step it was warmed for (those add up: they follow
+    each other) and the fork it warmed; a fork costs the mean of the target's warm-ups (one per entry
+    and fork) over `records`."""
+    warm: dict[str, list[float]] = {}
     for info in records:
         for record in info.get("target_warmup") or []:
+            mine: dict[tuple, float] = {}
             for t in (record.get("targets") or []) if isinstance(record, dict) else []:
-                if isinstance(t, dict) and isinstance(t.get("seconds"), (int, float)):
-                    warm[t["target"]] = warm.get(t["target"], 0.0) + float(t["seconds"])
-    return {t: FORK_START_S + seconds / max(1, len(records)) for t, seconds in warm.items()}
+                seconds = t.get("seconds") if isinstance(t, dict) else None
+                if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+                    key = (t["target"], t.get("fork"))
+                    mine[key] = mine.get(key, 0.0) + float(seconds)
+            for (target, _), seconds in mine.items():
+                warm.setdefault(target, []).append(seconds)
+    return {t: FORK_START_S + statistics.mean(seconds) for t, seconds in warm.items()}
 
 
 def iteration_costs(steps: Iterable[tuple[str, tuple, float]]) -> dict[str, float]:

@@ -211,10 +211,15 @@ if OPEN_MODEL:
 # The console's mean response time in µs per sample (its own Test time is whole ms): what a
 # `warmup_s: auto` warm-up watches (esbperf/run/workers.py, MEAN_US).
 grinder.statistics.registerSummaryExpression("Response us mean", "(/ userLong3 (+ (count timedTests) errors))")
-if WARM:
-    STEPS.start()   # after the data log's columns are registered: each step's header lists them
 AGENT = max(grinder.agentNumber, 0)
 PROCESS = grinder.processNumber - grinder.firstProcessNumber
+if WARM:
+    # After the data log's columns are registered: each step's header lists them.
+    STEPS.start(AGENT, PROCESS, properties.getInt("grinder.threads", 1))
+# What Grinder read at this worker's start and keeps for its life (a warm worker's every step):
+# step.json `report_interval_ms` must say the same (esbperf/run/workers.py).
+grinder.logger.info("esbperf: this worker reports to the console every %d ms (grinder.reportToConsole.interval)"
+                    % properties.getInt("grinder.reportToConsole.interval", 500))
 
 _shared_lock = Lock()
 
@@ -323,9 +328,11 @@ class TestRunner:
                 # The runner finds this thread's user missing from the step and sets it aside.
                 grinder.logger.error("step %d: this thread cannot take part: %s" % (order.seq, e))
                 self.failed = order
+                STEPS.begun(order)   # nothing to wait for
                 STEPS.leave(order)
                 return
             self.order = order
+            STEPS.begun(order)   # its first transaction comes next: the step's clock waits for the last
         self.part.transaction()
 
     def leave(self):
@@ -335,9 +342,11 @@ class TestRunner:
             STEPS.leave(self.order)
             self.order = self.part = None
 
-    def __del__(self):
+    def __del__(self):   # Grinder's call at the thread's end, and Jython's when it collects us: once
         if WARM:
             if self.order is not None:
                 self.leave()
         else:
-            self.part.close(self.active)
+            part, self.part = self.part, None
+            if part is not None:
+                part.close(self.active)

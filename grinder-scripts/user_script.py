@@ -16,6 +16,7 @@ from threading import Lock
 
 from java.io import File
 from net.grinder.script.Grinder import grinder
+from org.python.core import JyAttribute
 
 import users
 
@@ -42,9 +43,10 @@ if WARM:
                   StepLogs(grinder.properties.getProperty("esbperf.pool.logs", ".")),
                   grinder.properties.getLong("esbperf.board.close.ms", 150000),
                   grinder.properties.getLong("esbperf.board.lost.ms", 60000), lambda line: grinder.logger.info(line))
-    STEPS.start()   # after the script's import: its data-log columns are in every step's header
     AGENT = max(grinder.agentNumber, 0)
     PROCESS = grinder.processNumber - grinder.firstProcessNumber
+    # After the script's import: its data-log columns are in every step's header.
+    STEPS.start(AGENT, PROCESS, grinder.properties.getInt("grinder.threads", 1))
     IDLE_WAIT_MS = 500
     _applied = [None]
     _lock = Lock()
@@ -52,7 +54,13 @@ if WARM:
 
 def _cleanup(runner):
     # Grinder calls a TestRunner's __del__ when its worker thread ends: the script's per-thread
-    # clean-up (closing connections, writing a summary) must run as it would without us.
+    # clean-up (closing connections, writing a summary) must run as it would without us, once.
+    # Jython calls __del__ again when it collects the object, at whatever moment its GC comes: its
+    # finalizer is disarmed first, or a step's clean-up would run once more during a later step
+    # (and write into that step's log).
+    trigger = JyAttribute.getAttr(runner, JyAttribute.FINALIZE_TRIGGER_ATTR)
+    if trigger is not None:
+        trigger.clear()
     cleanup = getattr(runner, "__del__", None)
     if cleanup is not None:
         cleanup()
@@ -98,8 +106,10 @@ class TestRunner:
                 _apply(order)
                 self.runner = _UserTestRunner()
             except:
+                STEPS.begun(order)   # nothing to wait for
                 self.leave()
                 raise
+            STEPS.begun(order)   # its first call comes next: the step's clock waits for the last
         self.runner()
 
     def leave(self):
@@ -110,9 +120,11 @@ class TestRunner:
             STEPS.leave(self.order)
             self.order = self.runner = None
 
-    def __del__(self):
+    def __del__(self):   # Grinder's call at the thread's end, and Jython's when it collects us: once
         if WARM:
             if self.order is not None:
                 self.leave()
-        elif self.runner is not None:
-            _cleanup(self.runner)
+        else:
+            runner, self.runner = self.runner, None
+            if runner is not None:
+                _cleanup(runner)

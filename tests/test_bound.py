@@ -93,9 +93,12 @@ def test_the_bound_of_a_step_on_hosts_with_cores_of_their_own(tmp_path: Path):
     rows = steps_of(out)
     assert {u: (r["bound"], r["bound_by"] or "") for u, r in rows.items()} == \
         {u: (kind, by) for u, (kind, by, _) in cases.items()}
-    # Only the client makes a step invalid; a testbed or engine bound is what the step measured.
-    assert {u for u, r in rows.items() if r["valid"] != "yes"} == {7, 10}
-    assert {u for u, r in rows.items() if r["valid"] == "client-bound"} == {7, 10}
+    # No bound makes a step invalid, the client's neither: each is what the step measured (the target
+    # answers at least its TPS); the client-bound warning still says which steps.
+    assert {u for u, r in rows.items() if r["valid"] != "yes"} == set()
+    assert {u for u, r in rows.items() if r["client_bound"]} == {7, 10}
+    [client] = [w for w in analysis.warnings if w.kind == "client-bound"]
+    assert len(client.items) == 2 and "at least" in client
     assert "bottlenecks" not in {w.kind for w in analysis.warnings}
     assert rows[2]["bottlenecks"] == "esb:cpu" and rows[8]["bottlenecks"] == "esb:cpu;esb:link-tx"
 
@@ -228,3 +231,88 @@ def test_a_process_never_reads_above_what_its_cores_allow(tmp_path: Path):
     # Nothing to cap by: the figure as read.
     path = proc_file(tmp_path / "monitor-ws3.csv", readings)
     assert host_stats(path, "ws3", measure_ms=1500, end_ms=5000).proc_cpu_max == 192.5
+
+
+# --- a bound is a fact, not a fault ------------------------------------------------------------------
+
+SHIPPED = {"client": [0], "ws1": [0], "ws2": [0], "ws3": [0], "esb": [1]}   # cpus: auto on 2 CPUs, lean echoes
+
+
+def test_on_a_client_core_the_echoes_share_only_the_workers_name_the_client(tmp_path: Path):
+    """The shipped one-machine layout: the client and the lean echoes on core 0. The core full with the
+    worker JVMs at their limit is the client's bound; full with the workers at 55 % and the echoes at
+    45 % is the shared core's, which names what used it. Neither makes the step invalid: direct
+    answered at least its TPS."""
+    run = synthetic.write_run(tmp_path / "direct-run", "direct")
+    pin(run, SHIPPED)
+    full = dict(cpu_percent=100.0)
+    step(run, 1, {"client": dict(full, proc_cpu=(95.0,)),
+                  **backends(**{ws: dict(full, proc_cpu=(1.0,)) for ws in ("ws1", "ws2", "ws3")})}, target="direct")
+    step(run, 20, {"client": dict(full, proc_cpu=(55.0,)),
+                   **backends(**{ws: dict(full, proc_cpu=(15.0,)) for ws in ("ws1", "ws2", "ws3")})}, target="direct")
+    out, analysis = build_report([run], tmp_path / "out")
+    rows = steps_of(out)
+    assert (rows[1]["bound"], rows[1]["bound_by"], rows[1]["client_bound"]) == ("client", "client:workers 95%", True)
+    assert (rows[20]["bound"], rows[20]["bound_by"], rows[20]["client_bound"]) == (
+        "backends", "client+ws1+ws2+ws3:shared cpu 100% (workers 55%, echoes 45% of the cores)", False)
+    assert {r["valid"] for r in rows.values()} == {"yes"}
+
+
+def interval_of(value: float, low: float, high: float, one_fork: bool = False):
+    from esbperf.analysis import forks
+    return forks.Interval(value, low, high, 3, 3, 4.0, one_fork, se=0.03, log=True)
+
+
+@pytest.mark.parametrize("figure, found, bounds, said", [
+    # direct bounded by the client and faster: the true difference is at least the measured one
+    ("tps", (1.5, 1.4, 1.6), ("client", "engine"), "direct is faster than camel by at least 50 % (95 %: at least 40 %)"),
+    # its latency at most what it read: lower by at least
+    ("p99", (0.5, 0.45, 0.55), ("link", None), "direct's p99 is lower than camel's by at least 50 % (95 %: at least 45 %)"),
+    # the bounded side reads slower, or no difference: the bound hides the comparison
+    ("tps", (0.7, 0.65, 0.75), ("client", "engine"), "direct vs camel, TPS: not judged (direct bounded by the testbed"),
+    ("tps", (1.02, 0.95, 1.1), (None, "backends"), "direct vs camel, TPS: not judged (camel bounded by the testbed"),
+    # both bounded: not judged either way
+    ("tps", (1.5, 1.4, 1.6), ("client", "link"), "direct vs camel, TPS: not judged (direct and camel bounded by the"),
+    # an engine bound is the target's own: judged as ever
+    ("tps", (1.5, 1.4, 1.6), ("engine", "none"), "direct is faster than camel by 50 % (95 %: 40–60 %)"),
+], ids=["faster and bounded", "lower p99 and bounded", "slower and bounded", "none shown, bounded",
+        "both bounded", "engine bounds"])
+def test_a_verdict_against_a_bounded_step_says_at_least_or_is_not_judged(figure, found, bounds, said):
+    from esbperf.analysis import forks
+    v = forks.verdict("direct", "camel", figure, interval_of(*found), bounds=bounds)
+    assert v.sentence.startswith(said), v.sentence
+    judged = "not judged" not in said
+    assert (v.shown is None) == (not judged) and v.at_least == ("at least" in said)
+
+
+def test_the_gate_judges_a_bounded_step_only_in_its_targets_favour():
+    """A bounded step measured at least its target's TPS: a drop of a bounded NEW, or a TPS under an
+    absolute line, is not judged (exit 3, never a pass); a drop from a bounded BASE stands (the true
+    drop is larger), and a pass against it is not judged."""
+    from types import SimpleNamespace
+
+    from esbperf.analysis import gate
+
+    def step_rows(run: str, values: list[float], bound: str) -> pl.DataFrame:
+        return pl.DataFrame([{"run": run, "scenario": "proxy", "target": "camel", "payload_bytes": 1024,
+                              "payload_label": "1KB", "users": 20, "model": "closed", "rate": None, "test": 1,
+                              "step_tests": 1, "iteration": i + 1, "tps": v, "valid": "yes", "bound": bound,
+                              "step_dir": f"it{i}"} for i, v in enumerate(values)])
+
+    base, slow, same = [1000.0, 1010.0, 990.0], [800.0, 805.0, 795.0], [1001.0, 1005.0, 995.0]
+    drop = gate.parse_limits({"max_tps_drop": "5%"})
+    cases = {("none", "client", tuple(slow)): gate.NOT_JUDGED, ("client", "none", tuple(slow)): gate.FAILED,
+             ("client", "none", tuple(same)): gate.NOT_JUDGED, ("none", "client", tuple(same)): gate.PASSED,
+             ("link", "backends", tuple(slow)): gate.NOT_JUDGED, ("none", "none", tuple(slow)): gate.FAILED}
+    for (base_bound, new_bound, new), outcome in cases.items():
+        summary = pl.concat([step_rows("base", base, base_bound), step_rows("new", list(new), new_bound)])
+        data = SimpleNamespace(summary=summary, aggregate=summary, histograms={})
+        [verdict] = gate.compare_runs(data, "base", "new", drop)
+        assert verdict.outcome == outcome, (base_bound, new_bound, verdict.message)
+        assert gate.exit_code([verdict]) == {gate.FAILED: 1, gate.NOT_JUDGED: 3, gate.PASSED: 0}[outcome]
+    # An absolute line: under it on a bounded step is not judged; over it stands.
+    summary = pl.concat([step_rows("r", [700.0], "client"), step_rows("s", [900.0], "client")])
+    data = SimpleNamespace(summary=summary, aggregate=summary, histograms={})
+    below, above = gate.hold(data, gate.parse_limits({"min_tps": "800"}, gate.ABSOLUTE_OPTIONS))
+    assert (below.outcome, above.outcome) == (gate.NOT_JUDGED, gate.PASSED)
+    assert "bounded by the client" in below.message

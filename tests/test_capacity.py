@@ -202,10 +202,11 @@ def test_a_capacity_plan_is_refused_by_a_runner_given_no_search(tmp_path):
 # --- the searches over a run folder (synthetic probes) ---------------------------------------------
 
 def synthetic_probe(run_dir: Path, step: plans.Step, capacity: float, errors_from: float = math.inf,
-                    client_cpu: float | None = None) -> None:
+                    client_cpu: float | None = None, monitor_gap_ms: tuple[float, ...] = ()) -> None:
     """The step folder of a probe against a target that answers in ~5 ms up to 90 % of `capacity`
     (p99 ≈ 23 ms) and in ~200 ms beyond (p99 ≈ 920 ms), and fails 1 % from `errors_from` on; with
-    `client_cpu`, the client's monitor reads that busy (above 80 %: the probe is client-bound)."""
+    `client_cpu`, the client's monitor reads that busy (above 80 %: the probe is client-bound), and
+    misses samples for `monitor_gap_ms`."""
     folder = layout.step_dir(run_dir, step)
     synthetic.write_step(folder, step.scenario, step.target, step.payload_bytes, step.payload_label, step.users,
                          step.iteration, warmup_s=2, duration_s=10, plan="cap", rate=step.rate)
@@ -215,7 +216,7 @@ def synthetic_probe(run_dir: Path, step: plans.Step, capacity: float, errors_fro
                                 error_rate=0.01 if step.rate >= errors_from else 0.0)
     if client_cpu is not None:
         synthetic.write_monitor(folder, "client", synthetic.BASE_MS, start, end, cpu_percent=client_cpu, rx_mbit=1.0,
-                                tx_mbit=1.0)
+                                tx_mbit=1.0, gaps_ms=monitor_gap_ms)
 
 
 def test_searches_judge_each_probe_from_its_folder_resume_where_they_stopped_and_write_their_tables(tmp_path):
@@ -324,16 +325,19 @@ def test_capacity_finds_the_known_capacity_of_a_real_echo_within_20_percent_belo
 
 
 def test_each_search_says_whether_the_probes_that_decided_it_are_valid(tmp_path):
-    """Defect 3: camel's client was busier than 80 % in every probe (client-bound, a validity
-    warning), synapse's was not: capacity.csv's `valid` says so of camel's search alone, naming the
-    warning of the probes that decided it (the highest within, the lowest over)."""
+    """Defect 3: camel's client monitor missed samples in every probe (monitor-gaps, a validity
+    warning), synapse's did not: capacity.csv's `valid` says so of camel's search alone, naming the
+    warning of the probes that decided it (the highest within, the lowest over). Camel's client was
+    also busier than 80 %: a bound (the probes' `bound`), not a fault, which `valid` does not name."""
     plan = plans.load(write_plan(tmp_path / "cap.yaml", capacity={"p99_ms": 50, "start_rate": 50}))
     run_dir = synthetic.write_run(tmp_path / "run", "camel", plan=plan.to_dict()).parent / "run"
     for step in cap.Searches(run_dir, plan, ["camel", "synapse"]).steps():
         synthetic_probe(run_dir, step, {"camel": 400, "synapse": 1000}[step.target],
-                        client_cpu=95.0 if step.target == "camel" else 20.0)
+                        client_cpu=95.0 if step.target == "camel" else 20.0,
+                        monitor_gap_ms=(3000.0,) if step.target == "camel" else ())
     out = cap.write(cap.replay(run_dir, plan, ["camel", "synapse"]))
     rows = {r["target"]: r for r in csv.DictReader(open(out / "capacity.csv"))}
-    assert rows["camel"]["valid"] == "client-bound" and rows["synapse"]["valid"] == "yes", rows
+    assert rows["camel"]["valid"] == "monitor-gaps" and rows["synapse"]["valid"] == "yes", rows
     probes = list(csv.DictReader(open(out / "probes.csv")))
-    assert {p["valid"] for p in probes if p["target"] == "camel"} == {"client-bound"}
+    assert {p["valid"] for p in probes if p["target"] == "camel"} == {"monitor-gaps"}
+    assert {p["bound"] for p in probes if p["target"] == "camel"} == {"client"}

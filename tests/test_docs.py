@@ -152,6 +152,8 @@ def command_problems(words: list[str]) -> list[str]:
         problems += [f"`{line}`: no engine '{name}' ({esb.known()})"
                      for name in rest[0].split("|") if not _placeholder(name) and name not in esb.ENGINES]
     known = _options(command)
+    if words[1] == "esb" and rest and rest[0] in esb.ENGINES:   # the settings its engine.yaml declares
+        known |= {f"--{s.name}" for s in esb.ENGINES[rest[0]].settings}
     for word in rest:
         option = OPTION.match(word)
         if option and option.group(1).split("=")[0] not in known:
@@ -368,3 +370,24 @@ def test_a_line_esbperf_no_longer_prints_fails_the_troubleshooting_check():
                           "please fix it soon", patterns)
     assert not is_printed("esbperf: error: the frobnicator on ws1 is broken beyond repair today", patterns)
     assert not is_printed("esbperf: error: `esbperf testbed up` needs root; run it with sudo", patterns)
+
+
+ISSUE_NUMBER = re.compile(r"\bissues? #?\d+", re.IGNORECASE)
+CODE_FOLDERS = ("esbperf", "analysis", "console-config", "grinder-scripts", "agents")
+
+
+def test_no_user_doc_or_message_names_an_issue_number():
+    """Issues are the developers' bookkeeping: a user reads docs/ and what esbperf prints (its strings,
+    usage texts and docstrings), where "since issue 43" says nothing."""
+    found = [f"{doc}:{n}: {line.strip()}" for doc in ["README.md", "esb-projects/README.md", *DOCS]
+             for n, line in enumerate((ROOT / doc).read_text().splitlines(), 1) if ISSUE_NUMBER.search(line)]
+    for folder in CODE_FOLDERS:
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            try:
+                strings = [(node.lineno, node.value) for node in ast.walk(ast.parse(path.read_text()))
+                           if isinstance(node, ast.Constant) and isinstance(node.value, str)]
+            except SyntaxError:         # the workers' Jython 2 scripts: every line, comments too
+                strings = list(enumerate(path.read_text().splitlines(), 1))
+            found += [f"{path.relative_to(ROOT)}:{n}: {ISSUE_NUMBER.search(text)[0]}" for n, text in strings
+                      if ISSUE_NUMBER.search(text)]
+    assert not found, "\n".join(found)

@@ -25,13 +25,13 @@ ESBPERF = [sys.executable, "-m", "esbperf"]
 FOLDERS = Path(__file__).parent / "data" / "engines"
 NAME = "tiny-proxy"
 PORT = 16340
-SHIPPED = {"camel", "spring-integration", "synapse", "nginx", "haproxy"}
+SHIPPED = {"camel", "spring-integration", "synapse", "nginx", "haproxy", "reference"}
 
 
 def test_the_shipped_engines_are_folders():
     found = engines.load_all()
     assert set(found) == SHIPPED and all((e.folder / engines.FILE).is_file() for e in found.values())
-    assert [e.kind for e in found.values()] == ["ESB"] * 3 + ["floor"] * 2
+    assert [e.kind for e in found.values()] == ["ESB"] * 3 + ["floor"] * 2 + ["reference"]
     camel = found["camel"]
     assert (camel.module.path, camel.module.artifact, camel.main) == ("esb-projects/camel", "esb-camel",
                                                                       "org.apache.camel.main.Main")
@@ -59,7 +59,7 @@ def _folder(tmp_path: Path, text: str, name: str = "mine") -> Path:
 
 
 @pytest.mark.parametrize("text, error", [
-    ("kind: bus\nmatch: x\ncommand: [env]\n", r"kind must be ESB or floor, got 'bus'"),
+    ("kind: bus\nmatch: x\ncommand: [env]\n", r"kind must be ESB, floor or reference, got 'bus'"),
     ("kind: ESB\ncommand: [env]\n", r"match must be a text of the engine's process command line"),
     ("kind: ESB\nmatch: x\n", r"give either java .* or command"),
     ("kind: ESB\nmatch: x\ncommand: [/bin/sh]\n", r"command must start with a program on PATH"),
@@ -69,6 +69,11 @@ def _folder(tmp_path: Path, text: str, name: str = "mine") -> Path:
     ("kind: ESB\nmatch: x\ncommand: [env]\nport: 80\n", r"unknown field 'port'"),
     ("kind: ESB\nmatch: x\njava: {module: mine, main: a.B}\n", r"java.module must be the artifactId of the Maven module"),
     ("kind: ESB\nmatch: x\ncommand: [env]\nstart_timeout_s: 0\n", r"start_timeout_s must be seconds"),
+    ("kind: ESB\nmatch: x\ncommand: [env, '@SETTING_RATE@']\n", r"command names @SETTING_RATE@, which esbperf"),
+    ("kind: ESB\nmatch: x\ncommand: [env]\nsettings: {listen: {default: 1}}\n", r"a setting's name is"),
+    ("kind: ESB\nmatch: x\ncommand: [env]\nsettings: {rate: {help: x}}\n", r"settings.rate must be a mapping with a default"),
+    ("kind: ESB\nmatch: x\ncommand: [env]\nsettings: {rate: {default: 5, min: 10}}\n",
+     r"settings.rate.default must be a number within its min and max, got 5"),
 ])
 def test_a_wrong_engine_folder_is_one_line_naming_its_file(tmp_path, text, error):
     folder = _folder(tmp_path, text)

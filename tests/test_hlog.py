@@ -1,5 +1,5 @@
-"""Issue 27.2: HdrHistogram interval logs (.hlog) of every step, read back with HdrHistogram's own
-Python package (`hdrh`, a test dependency: the oracle, never imported by the analysis).
+"""HdrHistogram interval logs (.hlog) of every step, read back with HdrHistogram's own Python package
+(`hdrh`: the oracle of esbperf's encoder, which the analysis also reads its published logs with).
 
 The encoder is checked on hand-made histograms (exact counts back), the report's files on
 synthetic runs (the same count, min, max and percentiles as summary.csv, to the bucket)."""
@@ -311,3 +311,23 @@ def test_a_reports_archived_logs_read_back_as_its_step_histograms(tmp_path: Path
         h = found.get((run_name, step_dir, test)) or found[(run_name, step_dir, None)]
         assert h.counts == histograms.response.counts and h.n == histograms.response.n
         assert h.percentile(99) == histograms.response.percentile(99)
+
+
+@pytest.mark.parametrize("text", ["not base64 at all!", "HISTFAAAAB94nJNpmSzMwMDAxAABMJoRTM6fvQ",
+                                  hlog.encode({5: 3})[:-12], ""],
+                         ids=["garbage", "cut inside the deflated bytes", "cut short", "empty"])
+def test_an_unreadable_interval_is_refused_in_one_line(text):
+    """A published round's log whose interval line was damaged: one EsbperfError line, not base64's,
+    zlib's or struct's exception."""
+    with pytest.raises(EsbperfError, match=r"^hlog: ") as error:
+        hlog.decode(text)
+    assert "\n" not in str(error.value)
+
+
+def test_a_histogram_of_another_layout_is_refused_not_misread():
+    """hdrh's histogram of 2 significant digits has other buckets than esbperf's 3: read as esbperf's
+    its counts would land on wrong values."""
+    other = HdrHistogram(1, hlog.HIGHEST_TRACKABLE_US, 2)
+    other.record_value(5000, 3)
+    with pytest.raises(EsbperfError, match="2 significant digits"):
+        hlog.decode(other.encode().decode("ascii"))

@@ -1,4 +1,4 @@
-"""report.html reads well (issue 23.12): validity warnings grouped by kind with their steps folded,
+"""report.html reads well: validity warnings in one line, grouped by kind under it with their steps folded,
 tables that keep every header and label at least as wide as its longest word at 1400 px (headless
 Chromium measures a copy of the page), and per-host graphs whose panels wrap into rows so that no
 title or axis label runs into another (matplotlib's own renderer measures them).
@@ -56,8 +56,14 @@ def report(tmp_path_factory):
 def test_warnings_are_grouped_by_kind_with_their_steps_folded(report):
     out, analysis = report
     html_text = (out / "report.html").read_text()
-    section = html_text[html_text.index('<h2 id="validity">'):html_text.index('<h2 id="ratios">')]
+    section = html_text[html_text.index('<div id="validity" class="warnings">'):html_text.index('<h2 id="verdicts">')]
     kinds = {w.kind for w in analysis.warnings}
+    # One line: how many warnings, their kinds, how many steps they make invalid; the rest folded under it.
+    line = re.search(r'<details><summary><span class="count">(\d+) validity warnings</span> \((.*?)\); (\d+) of '
+                     r'(\d+) steps not valid', section)
+    assert line and int(line.group(1)) == len(analysis.warnings) and set(line.group(2).split(", ")) == kinds
+    assert (int(line.group(3)), int(line.group(4))) == (
+        analysis.aggregate.filter(analysis.aggregate["valid"] != "yes").height, analysis.aggregate.height)
     assert {"network-faults", "no-warm-up", "shared-cpus"} <= kinds
     folded = re.findall(r'<details id="validity-([\w-]+)"><summary><span class="count">(\d+) (\w+)</span>: (.*?)'
                         r'</summary><ul>(.*?)</ul></details>', section)
@@ -76,7 +82,8 @@ def test_warnings_are_grouped_by_kind_with_their_steps_folded(report):
 def test_a_warning_without_a_kind_is_shown_whole():
     # A warning given as plain text (no ValidityWarning) is a kind of its own, shown in full.
     section = page._warnings_section(SimpleNamespace(warnings=["Something odd <here>."]))
-    assert '<p id="validity-warning-0">Something odd &lt;here&gt;.</p>' in section and "<details" not in section
+    assert '<p id="validity-warning-0">Something odd &lt;here&gt;.</p>' in section
+    assert "<details id=\"validity-" not in section and "1 validity warning</span> (other)" in section
 
 
 # --- the page at 1400 px in a real browser ---------------------------------------------------------
@@ -84,6 +91,7 @@ def test_a_warning_without_a_kind_is_shown_whole():
 # Appended to a copy of the page: writes what it measures into the DOM, which --dump-dom prints.
 PROBE = """<script>
 window.addEventListener("load", () => {
+  document.querySelectorAll("details").forEach(d => { d.open = true; });   // what is folded is measured too
   const context = document.createElement("canvas").getContext("2d");
   const wordWidth = (word, cell) => {
     const s = getComputedStyle(cell);

@@ -317,6 +317,31 @@ def test_a_console_that_does_not_answer_fails_preflight_within_5_s(echoes, tmp_p
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())
 
 
+@pytest.mark.slow
+def test_a_token_left_by_a_stopped_launcher_does_not_hide_the_console_started_by_hand(grinder, echoes, testbed_file,
+                                                                                      state_dir, tmp_path):
+    """`esbperf testbed start` then `testbed stop` leave the launcher's token file behind; a console
+    then started by hand (`esbperf console`, as `testbed commands` prints: the session's console,
+    in .esbperf/console/) has a token of its own. `esbperf run` reaches it without being told."""
+    from esbperf.testbed import hosts
+
+    testbed = topology.load(testbed_file)
+    stale = console.token_file(hosts.local_state(testbed, "client") / "console")
+    stale.parent.mkdir(parents=True, exist_ok=True)
+    stale.write_text("a-token-of-a-console-that-was-stopped-0000\n")   # newer than the live one
+    env = {k: v for k, v in os.environ.items() if k != console.TOKEN_ENV}
+    try:
+        out = subprocess.run([sys.executable, "-m", "esbperf", "run", "--plan", str(write_plan(tmp_path / "p.yaml")),
+                              "--target", "direct", "--testbed", str(testbed_file), "--out", str(tmp_path / "results"),
+                              "--no-report"], capture_output=True, text=True, env=env, timeout=300)
+    finally:
+        stale.unlink()
+    assert out.returncode == 0, out.stdout + out.stderr
+    [run_dir] = (tmp_path / "results").iterdir()
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["finished"] and "console_token_file" not in record, "the console started by hand: its default file"
+
+
 def test_a_target_that_does_not_answer_fails_preflight_with_its_address(lone_console, tmp_path):
     testbed, _ = lone_console
     with pytest.raises(EsbperfError, match=r"target camel does not answer at http://127\.0\.0\.1:16280"):

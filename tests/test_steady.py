@@ -53,7 +53,7 @@ def test_the_warm_up_tests_look_as_the_runner_does():
     assert INTERVAL_S == ConsoleConfig.load().sample_interval_ms / 1000 == 0.25
     parameters = inspect.signature(synthetic.window_opens).parameters
     assert all(parameters[p].default is inspect.Parameter.empty for p in ("horizon_s", "interval_s"))
-    assert HORIZONS == [2, 3, 4, 300]
+    assert HORIZONS == [2, 3, 4, 5, 300]
 
 
 # --- the warm-up test ------------------------------------------------------------------------------
@@ -278,3 +278,48 @@ def test_the_trend_tests_false_alarms_are_at_its_level_with_ties_too(kind):
     draw = (lambda: rng.poisson(5, n).astype(float)) if kind.startswith("poisson") else (lambda: rng.normal(0, 1, n))
     refused = sum(steady.mann_kendall(draw())[0] < 0.05 for _ in range(2000))
     assert 76 <= refused <= 124, refused
+
+
+# --- the kept libraries' statistics --------------------------------------------------------------
+
+def test_the_penalty_scales_by_students_quantile_over_the_normals_exactly():
+    """scipy's t quantile at the noise estimate's degrees of freedom, not an expansion of it (which
+    read 4.10 for the 4.29 of t(4.5) at 10 intervals)."""
+    from scipy import stats
+    for n in (10, 12, 20, 60, 300, 1200):
+        df = max(1.0, steady.NOISE_DF_SHARE * (n - 1))
+        ratio = stats.t.ppf(1 - steady.ALPHA_PENALTY / 2, df) / stats.norm.ppf(1 - steady.ALPHA_PENALTY / 2)
+        assert steady.penalty(n) == pytest.approx(steady.PENALTY * np.log(n) * ratio ** 2, rel=1e-12), n
+        assert steady.penalty(n, 2.0) == pytest.approx(2.0 * np.log(n) * ratio ** 2, rel=1e-12)
+
+
+def test_the_trend_tests_line_is_scipys_theil_sen():
+    """Mann-Kendall's p-value, and Theil-Sen's slope and start (the median of x − slope × t), as
+    scipy's kendalltau and theilslopes give them."""
+    from scipy import stats
+    rng = np.random.default_rng(4)
+    for x in (rng.normal(100, 3, 40) + 0.2 * np.arange(40), np.round(rng.normal(50, 1, 25)), np.full(12, 7.0)):
+        t = np.arange(len(x))
+        p, slope, start = steady.mann_kendall(x)
+        line = stats.theilslopes(x, t, method="joint")
+        assert (slope, start) == pytest.approx((line.slope, line.intercept))
+        assert start == pytest.approx(np.median(x - slope * t))
+        tau = stats.kendalltau(t, x).pvalue
+        assert p == pytest.approx(tau if np.isfinite(tau) else 1.0)
+
+
+def test_the_poisson_check_is_statsmodels_lilliefors_test():
+    """The distance is statsmodels' Lilliefors statistic of the gaps over their mean, the limit its
+    table's 1 % critical distance; with exact times (no allowance) the check refuses exactly what
+    statsmodels' p-value puts below 1 %."""
+    from statsmodels.stats.diagnostic import lilliefors
+    disagree = 0
+    for seed in range(300):
+        rng = np.random.default_rng(seed)
+        gaps = rng.exponential(0.02, 300) if seed % 3 else rng.gamma(1.6, 0.0125, 300)    # some not exponential
+        found = steady.exponential_gaps([np.cumsum(gaps)])       # the gaps after the first time
+        d, p = lilliefors(gaps[1:] / gaps[1:].mean(), dist="exp", pvalmethod="table")
+        assert found.d == pytest.approx(d) and found.allowance == 0.0
+        disagree += found.exponential != (p >= 0.01) and abs(p - 0.01) > 1e-3     # the table's rounding aside
+    assert disagree == 0
+    assert steady.ks_critical(300) == pytest.approx(0.0774, abs=5e-4)      # statsmodels' table; Stephens' gave 0.0749

@@ -16,13 +16,22 @@ from conftest import ECHO_PORTS, HOST, write_testbed
 from esbperf.core import plan as plans, topology
 from esbperf.results.datalog import log_stats
 from esbperf.run import collect, runner
-from esbperf.run.pool import WarmPool, order_properties
-from esbperf.run.workers import ConsoleWatch, now_ms
+from esbperf.run.pool import WarmPool
+from esbperf.run.workers import ConsoleWatch, Layout, now_ms
 from esbperf.services import esb
 
 NGINX_PORT = 16311
 # What each of a step's threads says in the step's worker log as it leaves it (scenario.py, Part.close).
 LEFT = re.compile(r"thread-(\d+)[^:]*: \d+ right answers of (\d+) transactions")
+# What each worker says at its start of the interval Grinder read then (scenario.py); a warm
+# worker's step log begins with those start lines.
+REPORTS = re.compile(r"esbperf: this worker reports to the console every (\d+) ms")
+
+
+def report_intervals(folder: Path) -> set[int]:
+    """The report intervals a step's workers say they use, from their logs of the step."""
+    return {int(ms) for log in folder.glob("*.log") if not log.name.endswith("-data.log")
+            for ms in REPORTS.findall(log.read_text())}
 
 
 def rows_of(folder: Path) -> dict[str, list[list[int]]]:
@@ -83,6 +92,10 @@ def test_warm_workers_carry_a_run_and_every_row_lands_in_its_step(grinder, echoe
     record = json.loads((run_dir / "run.json").read_text())
     assert record["finished"] and record["workers"]["mode"] == "warm"
     assert len(record["workers"]["starts"]) == 1, "one set of workers carried every step"
+    # The client's calibration started them, with no report interval of its own (the distributed
+    # grinder.properties says 500 ms): they report at the run's all the same, as step.json says.
+    run_interval = max(50, round(record["console_sample_interval_ms"] / 5))
+    assert record["workers"]["report_interval_ms"] == run_interval
     # The largest step's layout over the two agents: 3 users -> 1 process of 2 threads per agent.
     assert (record["workers"]["processes"], record["workers"]["threads"]) == (1, 2)
     for step in the_plan.steps(["direct", "nginx"]):
@@ -93,6 +106,7 @@ def test_warm_workers_carry_a_run_and_every_row_lands_in_its_step(grinder, echoe
         stats = log_stats(sorted((folder / "logs").glob("*-data.log")), meta["warmup_end_ms"], meta["end_ms"])
         assert stats.errors == 0 and console["Errors"] == 0
         assert meta["threads_seen"] == step.users
+        assert report_intervals(folder / "logs") == {meta["report_interval_ms"]} == {run_interval}
     # The workers' own logs (their start and final statistics) come home at the run's end.
     assert list((run_dir / collect.POOL_FOLDER).glob("*/logs/*.log"))
 
@@ -104,8 +118,8 @@ def test_a_pool_hands_closed_open_and_closed_steps_over(grinder, echoes, testbed
     grinder.settle()
     fetchers = [collect.LocalAgents([state_dir])]
     run = f"handover-{now_ms()}"
-    pool = WarmPool(1, 2, 2, testbed.board_url, True, 10, lambda: grinder, tmp_path, fetchers)
-    base = {"grinder.reportToConsole.interval": 100, "esbperf.keepalive": "true", "esbperf.timeout.ms": 10000,
+    pool = WarmPool(1, 2, 2, testbed.board_url, True, 10, 100, lambda: grinder, tmp_path, fetchers)
+    base = {"esbperf.keepalive": "true", "esbperf.timeout.ms": 10000,
             "esbperf.target.kind": "direct",
             **{f"esbperf.backend.{ws}": f"http://{HOST}:{port}" for ws, port in ECHO_PORTS.items()}}
     steps = [("closed 1", {"esbperf.scenario": "proxy", "esbperf.users": 1, "esbperf.payload.bytes": 1024}, None),
@@ -113,19 +127,19 @@ def test_a_pool_hands_closed_open_and_closed_steps_over(grinder, echoes, testbed
                             "esbperf.rate": 20, "esbperf.arrivals": "uniform"}, 20),
              ("closed 2", {"esbperf.scenario": "proxy", "esbperf.users": 2, "esbperf.payload.bytes": 3072}, None)]
     try:
-        pool.ensure(watch, base, collect.pool_log_folder(run, str(now_ms())))
         for name, settings, rate in steps:
             relative = collect.step_log_folder(run, Path(name.replace(" ", "-").replace("/", "")), str(now_ms()))
             ordered = now_ms()
-            began = pool.hand_over(watch, order_properties({**base, **settings}, 1, 2, relative, rate is not None))
-            watch.wait_until(began + 2500, name, pool.workers)
-            pool.idle(watch, 30)
+            began = pool.begin(watch, {**base, **settings}, Layout(1, 2, relative, rate is not None))
+            watch.wait_until(began.first_report_ms + 2500, name, began.workers)
+            pool.end_step()
             folder = tmp_path / name.replace(" ", "-").replace("/", "")
-            assert not collect.bring_home(pool.workers.values(), relative, folder / "logs", fetchers, workers_stay=True)
+            assert not pool.bring_home(relative, folder / "logs")
             (folder / "step.json").write_text(json.dumps({"start_ms": ordered, "end_ms": now_ms(),
                                                           "workers_mode": "warm"}))
             made = assert_every_row_in_its_step(folder, settings["esbperf.payload.bytes"],
                                                 None if rate else settings["esbperf.users"])
+            assert report_intervals(folder / "logs") == {100}
             if rate:   # 20/s per process, 2 processes, for about 2.5 s
                 assert 60 <= made <= 130, made
             for log in (folder / "logs").glob("*-data.log"):
@@ -138,5 +152,5 @@ def test_a_pool_hands_closed_open_and_closed_steps_over(grinder, echoes, testbed
                     assert all(row[10] >= row[9] for row in rows)
         assert len(pool.starts) == 1
     finally:
-        pool.close(watch)
+        pool.close()
     assert not grinder.running_workers(), "closing the pool ends its workers"

@@ -13,7 +13,7 @@ decided from, the engine's JVM as a share of its host's cores, the echoes' CPU (
 busiest link, and esbperf ÷ wrk. Splits on 2 CPUs:
 
     shipped            what `cpus: auto` gives (docs/testbed.md, "Cores"): client, ws1, ws2, ws3 0; esb 1
-    echoes-on-esb      client 0; esb, ws1, ws2, ws3 1 (the split before issue 42)
+    echoes-on-esb      client 0; esb, ws1, ws2, ws3 1 (the split before the lean echo)
     echoes-on-client   client, ws1, ws2, ws3 0; esb 1 (written out)
 
 The figures go in docs/testbed.md ("Cores") and docs/benchmarks/layout.md.

@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "run": ("esbperf.cli.run:run", "Run a sweep plan against a target through the console."),
     "capacity": ("esbperf.cli.capacity:capacity", "Find the highest rate a target holds within a p99 latency goal."),
     "round": ("esbperf.cli.round:round_command", "Rerun a public round (Round 1) with one command, page and comparison."),
+    "selftest": ("esbperf.cli.selftest:selftest", "Hold esbperf's judgments against known answers: their error rates."),
     "report": ("esbperf.analysis.cli:report", "Summarise runs: summary.csv, graphs, report.html."),
     "compare": ("esbperf.analysis.cli:compare", "Overlay runs and tabulate their ratios."),
     "testbed": ("esbperf.testbed.cli:testbed", "Bring the emulated five-host testbed up or down, or check a LAN one."),

@@ -6,7 +6,7 @@ An emulated testbed (network namespaces) is brought up first, unless it already 
 else's, or a killed run's: it stays up then). The services are the launcher's of esbperf/testbed/:
 started as child processes here (services.py), or with `ssh` in the background on each host over
 ssh (hosts.py, the emulated testbed's ssh mode). What is yielded are the runner's launcher options
-(runner.start's local_state_dirs, token_file, restart_esb)."""
+(runner.start's local_state_dirs, token_file, restart_esb, engine_settings)."""
 from __future__ import annotations
 
 import os
@@ -23,11 +23,15 @@ from esbperf.testbed import hosts, install, services
 
 @contextmanager
 def launched(testbed: topology.Testbed, engines: str | Sequence[str], workdir: Path, console: Console,
-             ssh: bool = False) -> Iterator[dict]:
+             ssh: bool = False, settings: dict[str, dict[str, object]] | None = None) -> Iterator[dict]:
     """The testbed up and its services started, with `engines` on the esb host (one, or several:
-    with `ssh`, one and the floors); yields the runner's launcher options. On leaving, stops what was
-    started and takes down what was brought up, even after an error or Ctrl-C."""
+    with `ssh`, one and the floors), each with its `settings` (by engine: esb.settings_for; a restart
+    keeps them); yields the runner's launcher options. On leaving, stops what was started and takes
+    down what was brought up, even after an error or Ctrl-C."""
     brought_up = []
+    # What the run records of each engine started here: the settings it was given (none: its defaults).
+    started_with = {name: dict((settings or {}).get(name, {}))
+                    for name in ([engines] if isinstance(engines, str) else engines)}
     console.print(f"testbed {testbed.name}: {testbed.cpu_split()}")
     if testbed.emulated:
         if os.geteuid() != 0:
@@ -44,15 +48,18 @@ def launched(testbed: topology.Testbed, engines: str | Sequence[str], workdir: P
             install.install(testbed, echo=lambda line: console.print(f"installed {line}"))
             started = True   # from here on, whatever was started is stopped again
             esb = engines if isinstance(engines, str) else engines[0]
-            hosts.start(testbed, esb, echo=lambda line: console.print(f"started {line}"), root=workdir)
+            hosts.start(testbed, esb, echo=lambda line: console.print(f"started {line}"), root=workdir,
+                        settings=settings)
             yield dict(local_state_dirs=hosts.local_agent_states(testbed, workdir),
                        token_file=hosts.console_token(testbed, workdir),
-                       restart_esb=hosts.esb_restarter(testbed, True, workdir))
+                       restart_esb=hosts.esb_restarter(testbed, True, workdir),
+                       engine_settings=started_with)
         else:
-            group = services.start(testbed, engines, workdir, echo=console.print)
+            group = services.start(testbed, engines, workdir, echo=console.print, settings=settings)
             yield dict(local_state_dirs=services.state_dirs(workdir),
                        token_file=services.console_token_file(workdir),
-                       restart_esb=services.esb_restarter(group, testbed))
+                       restart_esb=services.esb_restarter(group, testbed),
+                       engine_settings=started_with)
     finally:
         if group:
             group.stop_all()

@@ -18,10 +18,15 @@ def console() -> Console:
 
 
 def report(folder: Path) -> int:
-    """Write the run's report; the exit status (REPORT_FAILED when it fails: the data is safe)."""
-    from esbperf.analysis.report import write_report   # matplotlib only once there is data
+    """Write the run's report and print its headline (what the run found); the exit status
+    (REPORT_FAILED when it fails: the data is safe)."""
+    from esbperf.analysis.headline import of_analysis, terminal_lines
+    from esbperf.analysis.report import build_report   # matplotlib only once there is data
     try:
-        click.echo(f"report: {write_report([folder]) / 'report.html'}")
+        out, analysis = build_report([folder])
+        for line in terminal_lines(of_analysis(analysis)):
+            click.echo(line)
+        click.echo(f"report: {out / 'report.html'}")
         return 0
     except Exception as e:   # noqa: BLE001 - whatever went wrong, the run itself is complete
         click.echo(f"esbperf: the run's data is safe, but its report failed: {e}; retry with "

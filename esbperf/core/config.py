@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from esbperf.core.errors import EsbperfError
+from esbperf.core.errors import EsbperfError, quoted
 from esbperf.core.project import CONSOLE_CONFIG, ROOT
 
 CONSOLE_FILE = CONSOLE_CONFIG / "console.yaml"
@@ -82,7 +82,7 @@ def _take(data: dict, path: Path, name: str, kind: type, default: Any) -> Any:
 
 def _no_extra(data: dict, path: Path, allowed: list[str]) -> None:
     if data:
-        raise EsbperfError(f"{path}: unknown field '{next(iter(data))}' (allowed: {', '.join(allowed)})")
+        raise EsbperfError(f"{path}: unknown field {quoted(next(iter(data)))} (allowed: {', '.join(allowed)})")
 
 
 @dataclass

@@ -15,7 +15,7 @@ from typing import Any
 
 from esbperf.core import capacity as capacities, payloads as payload_files, scenarios
 from esbperf.core.config import load_yaml, resolve_named
-from esbperf.core.errors import EsbperfError
+from esbperf.core.errors import EsbperfError, quoted
 from esbperf.core.project import CONSOLE_CONFIG
 
 PLANS = CONSOLE_CONFIG / "plans"
@@ -366,7 +366,7 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
 
     unknown = [k for k in data if k not in FIELDS]
     if unknown:
-        raise EsbperfError(f"{source}: unknown field '{unknown[0]}' (allowed: {', '.join(FIELDS)})")
+        raise EsbperfError(f"{source}: unknown field {quoted(unknown[0])} (allowed: {', '.join(FIELDS)})")
     if script and "scenarios" in data:
         raise EsbperfError(f"{source}: field 'scenarios' does not apply with --script: the script is the one "
                            "scenario; remove it (or give the plan without --script)")
@@ -431,7 +431,8 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
         _once(source, name, values)
     goal = None
     if "capacity" in data:
-        goal = capacities.parse(data["capacity"], lambda k: f"field 'capacity{'.' + k if k else ''}'", source)
+        goal = capacities.parse(data["capacity"], lambda k: f"field {quoted('capacity' + ('.' + k if k else ''))}",
+                                source)
         if rates:
             raise EsbperfError(f"{source}: field 'rates' does not go with 'capacity': the capacity search chooses "
                                "the rates; remove one")

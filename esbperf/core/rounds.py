@@ -15,7 +15,7 @@ from typing import Any
 
 from esbperf.core import engines, plan as plans, topology
 from esbperf.core.config import load_yaml, resolve_named
-from esbperf.core.errors import EsbperfError
+from esbperf.core.errors import EsbperfError, quoted
 from esbperf.core.project import CONSOLE_CONFIG, ROOT
 
 ROUNDS = CONSOLE_CONFIG / "rounds"
@@ -117,7 +117,7 @@ def load(name_or_path: str | Path) -> Round:
 def _validate(data: dict, source: str) -> Round:
     unknown = [k for k in data if k not in FIELDS]
     if unknown:
-        raise EsbperfError(f"{source}: unknown field '{unknown[0]}' (allowed: {', '.join(FIELDS)})")
+        raise EsbperfError(f"{source}: unknown field {quoted(unknown[0])} (allowed: {', '.join(FIELDS)})")
     for required in ("testbed", "published", *VARIANTS):
         if required not in data:
             raise EsbperfError(f"{source}: field '{required}' is missing; it must be {FIELDS[required]}")
@@ -146,7 +146,8 @@ def _variant(data: Any, name: str, source: str) -> Variant:
         raise EsbperfError(f"{source}: field '{name}' must be {FIELDS[name]}, got {data!r}")
     unknown = [k for k in data if k not in VARIANT_FIELDS]
     if unknown:
-        raise EsbperfError(f"{source}: unknown field '{name}.{unknown[0]}' (allowed: {', '.join(VARIANT_FIELDS)})")
+        raise EsbperfError(f"{source}: unknown field {quoted(f'{name}.{unknown[0]}')} "
+                           f"(allowed: {', '.join(VARIANT_FIELDS)})")
 
     def fail(field: str, got: Any) -> EsbperfError:
         return EsbperfError(f"{source}: field '{name}.{field}' must be {VARIANT_FIELDS[field]}, got {got!r}")

@@ -8,7 +8,7 @@ validity rules share (docs/methodology.md, "Steps that judge themselves"). Pure 
   al. call a series whose last change point falls within its last iterations "no steady state".
 - drift(): whether a measured window's series moved: a change point or a trend beyond the noise.
 - exponential_gaps(): whether gaps between arrivals are exponential (Kolmogorov-Smirnov with the
-  rate estimated from the data: Lilliefors' test, Stephens' critical values), allowing for the
+  rate estimated from the data: Lilliefors' test, statsmodels'), allowing for the
   resolution of the start times.
 - min_transactions(): the fewest transactions a percentile is shown from (its distribution-free
   confidence interval must lie within the data).
@@ -19,6 +19,7 @@ Poisson noise and one of 2000 its few %), and in size, at least MIN_MOVE_SHARE o
 long window makes a 0.5 % move significant, and that is not a change worth a warning."""
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from dataclasses import dataclass
@@ -148,13 +149,17 @@ def noise(x: np.ndarray) -> float:
 
 def penalty(n: int, constant: float = PENALTY) -> float:
     """PELT's penalty for a series of n points, in units of the noise variance: PENALTY × ln n,
-    times the squared ratio of Student's to the normal ALPHA point at the noise estimate's degrees
-    of freedom (NOISE_DF_SHARE per interval; Cornish-Fisher's expansion of t), so that a noise
-    estimated from few intervals does not make its chance lows into change points."""
-    z = _NORMAL.inv_cdf(1 - ALPHA_PENALTY / 2)
+    times the squared ratio of Student's to the normal ALPHA_PENALTY point at the noise estimate's
+    degrees of freedom (NOISE_DF_SHARE per interval), so that a noise estimated from few intervals
+    does not make its chance lows into change points."""
+    return constant * math.log(n) * _student_over_normal(n) ** 2
+
+
+@functools.lru_cache(maxsize=None)
+def _student_over_normal(n: int) -> float:
+    """penalty()'s ratio of the two ALPHA_PENALTY points (scipy's quantiles), once per length."""
     df = max(1.0, NOISE_DF_SHARE * (n - 1))
-    t = z + (z ** 3 + z) / (4 * df) + (5 * z ** 5 + 16 * z ** 3 + 3 * z) / (96 * df ** 2)
-    return constant * math.log(n) * (t / z) ** 2
+    return float(scipy_stats.t.ppf(1 - ALPHA_PENALTY / 2, df) / scipy_stats.norm.ppf(1 - ALPHA_PENALTY / 2))
 
 
 def without_outliers(x: np.ndarray, sigma: float) -> np.ndarray:
@@ -219,15 +224,16 @@ def large_change_points(x: np.ndarray, points: list[int], level: float) -> list[
     return points
 
 
-def mann_kendall(x: np.ndarray) -> tuple[float, float]:
+def mann_kendall(x: np.ndarray) -> tuple[float, float, float]:
     """Mann-Kendall's trend test (Kendall, Rank Correlation Methods, 1975): Kendall's tau between
     the series and time, with scipy's two-sided p-value (exact for a short series without ties,
-    else the normal approximation with the ties' correction), and Theil-Sen's slope (the median of
-    the pairwise slopes) per interval. 1 for a constant series: no trend."""
-    n = len(x)
-    p = scipy_stats.kendalltau(np.arange(n), x).pvalue if n > 1 else 1.0
-    i, j = np.triu_indices(n, 1)
-    return (1.0 if not np.isfinite(p) else float(p)), float(np.median((x[j] - x[i]) / (j - i)))
+    else the normal approximation with the ties' correction; 1 for a constant series: no trend),
+    and Theil-Sen's line (scipy's theilslopes): its slope per interval (the median of the pairwise
+    slopes) and its value at the first interval (the median of x − slope × t)."""
+    t = np.arange(len(x))
+    p = scipy_stats.kendalltau(t, x).pvalue if len(x) > 1 else 1.0
+    line = scipy_stats.theilslopes(x, t, method="joint")
+    return (1.0 if not np.isfinite(p) else float(p)), float(line.slope), float(line.intercept)
 
 
 def _trend(x: np.ndarray, alpha: float = ALPHA, span: float | None = None) -> float | None:
@@ -236,8 +242,7 @@ def _trend(x: np.ndarray, alpha: float = ALPHA, span: float | None = None) -> fl
     and the change is at least MIN_MOVE_SHARE; else None."""
     if len(x) < MIN_INTERVALS:
         return None
-    p, slope = mann_kendall(x)
-    start = float(np.median(x - slope * np.arange(len(x))))
+    p, slope, start = mann_kendall(x)
     if p >= alpha or start == 0:
         return None
     share = slope * (len(x) - 1 if span is None else span) / abs(start)
@@ -357,9 +362,8 @@ NEIGHBOURS_BUSY_PERCENT = 5.0
 # --- arrivals ----------------------------------------------------------------------------------
 
 # Kolmogorov-Smirnov against the exponential with its mean estimated from the same gaps
-# (Lilliefors 1969): Stephens' modified statistic (D − 0.2/n)(√n + 0.26 + 0.5/√n) and its upper
-# 1 % point (D'Agostino and Stephens, Goodness-of-Fit Techniques, 1986, table 4.11).
-STEPHENS_1_PERCENT = 1.308
+# (Lilliefors 1969): statsmodels' test and its table of critical distances, at this level.
+GAPS_ALPHA = 0.01
 # The test's gaps: at most this many, drawn at random (seeded) from a long step's; more would
 # only make harmless departures significant (the schedule's generator, threads waking 0.1 ms late).
 MAX_GAPS = 5000
@@ -387,9 +391,11 @@ class GapTest:
 
 
 def ks_critical(n: int) -> float:
-    """The 1 % critical KS distance for n gaps, the exponential's mean estimated (Stephens)."""
-    root = math.sqrt(n)
-    return STEPHENS_1_PERCENT / (root + 0.26 + 0.5 / root) + 0.2 / n
+    """The GAPS_ALPHA critical KS distance for n gaps, the exponential's mean estimated: the table
+    statsmodels' lilliefors() reads its p-values from (its own module's; the public function gives
+    a p-value, and the times' resolution is allowed for on the distance)."""
+    from statsmodels.stats._lilliefors import get_lilliefors_table
+    return float(get_lilliefors_table(dist="exp").crit(GAPS_ALPHA, n))
 
 
 def exponential_gaps(sources: Iterable[np.ndarray], resolution: float = 0.0, seed: int = 0) -> GapTest:
@@ -415,10 +421,9 @@ def exponential_gaps(sources: Iterable[np.ndarray], resolution: float = 0.0, see
                        f"not judged: the mean gap ({mean_gap:g}) is below two resolutions of the times ({resolution:g})")
     if len(gaps) > MAX_GAPS:
         gaps = np.random.default_rng(seed).choice(gaps, MAX_GAPS, replace=False)
-    x = np.sort(gaps / gaps.mean())
-    n = len(x)
-    cdf = -np.expm1(-x)
-    d = float(max(np.max(np.arange(1, n + 1) / n - cdf), np.max(cdf - np.arange(n) / n)))
+    from statsmodels.stats.diagnostic import lilliefors
+    n = len(gaps)
+    d = float(lilliefors(gaps, dist="exp", pvalmethod="table")[0])
     allowance = -math.expm1(-resolution / mean_gap) if resolution else 0.0
     critical = ks_critical(n)
     return GapTest(n, d, critical, allowance, d <= critical + allowance)
@@ -447,43 +452,167 @@ def percentile_measured(p: float, n: int) -> bool:
     return n >= min_transactions(p)
 
 
-# --- a target's warm-up: settled over minutes --------------------------------------------------
+# --- a target's warm-up: settled, still moving, or not resolved ---------------------------------
 #
-# A JVM compiling its path climbs for minutes, slowly at the end: over 0.25-s samples and a 30-s
-# horizon that climb looks flat (a cold Camel was "steady" at a quarter of its later speed). So a
-# target's warm-up — and each fork's: every fresh engine process — is judged on its throughput in
-# SETTLE_BUCKET_S buckets over a horizon of minutes (the plan's `target_warmup_horizon_s`): it is
-# settled once Theil-Sen's slope there (scipy) moves it by less than SETTLE_SHARE over the horizon,
-# up or down, and its 95 % interval leaves no move of SETTLE_BOUND or more (a series too noisy to
-# tell a climb from noise is not settled).
-SETTLE_BUCKET_S = 5.0
-SETTLE_BUCKETS = 6      # the fewest buckets a horizon is judged in (a short one gets shorter buckets)
-SETTLE_SHARE = MIN_MOVE_SHARE / 2
-SETTLE_BOUND = 2 * MIN_MOVE_SHARE
+# A JVM compiling its path climbs for a minute or more, slowly at the end, so a target's warm-up
+# (and each fork's: every fresh engine process) is judged on its throughput per SETTLE_BUCKET_S,
+# counted from the console's cumulative totals by time (bucket_rates), over the trailing stretch
+# since its last change of level, at most the plan's `target_warmup_horizon_s`. The question is
+# one of equivalence (Laaber et al., FSE 2020, and Traini et al., EMSE 2023, judge stability
+# against the series' own noise; Barrett et al., OOPSLA 2017, name "no steady state" as an outcome
+# of its own): is the trend there within ±SETTLE_RATE of the level per minute? Its interval (OLS
+# with Newey-West errors, statsmodels: the buckets' noise is autocorrelated) gives one of three
+# answers — inside the margin: settled; wholly outside it: still moving; across it: not resolved,
+# with the stretch that would resolve it at the noise seen. tests/test_settling.py and
+# docs/benchmarks/known-answers.md measure how often each answer is wrong.
+SETTLE_BUCKET_S = 1.0
+SETTLE_SKIP_S = 2.0        # the load's first seconds are not judged: connections open, threads start
+SETTLE_MIN_S = 10.0        # the shortest stretch judged
+SETTLE_RATE = 0.04         # the margin: a trend of less than 4 % of the level per minute is settled
+SETTLE_CONFIDENCE = 0.90   # the slope's interval: two one-sided tests at 5 % each (TOST)
+SETTLE_LOOKS_S = (5.0,)   # settled only when the look this long before said so too (settling)
+SETTLED, MOVING, UNRESOLVED = "settled", "still moving", "not resolved"
 
 
-def settled(tps: Sequence[float | None], interval_s: float, horizon_s: float) -> Steadiness:
-    """Whether a target's warm-up may end: its throughput series (one value per console sample
-    of `interval_s`) judged over its last `horizon_s` (SETTLE_BUCKET_S buckets, Theil-Sen's slope
-    and its 95 % interval)."""
-    from scipy.stats import theilslopes
+@dataclass(frozen=True)
+class Settling:
+    """settling()'s answer. `slope` and its interval (`low`, `high`) are shares of the level per
+    minute; `judged_s` the stretch judged; `resolve_s` the stretch that would resolve an answer
+    not resolved at the noise seen (None when more data would not: a trend near the margin)."""
 
-    bucket_s = min(SETTLE_BUCKET_S, horizon_s / SETTLE_BUCKETS)
-    per_bucket = max(1, round(bucket_s / interval_s))
-    bucket_s = per_bucket * interval_s
-    wanted = max(SETTLE_BUCKETS, math.floor(horizon_s / bucket_s + 1e-9))
-    values = [float(v) for v in tps if v is not None]
-    buckets = [float(np.mean(values[i:i + per_bucket]))
-               for i in range(len(values) % per_bucket, len(values) - per_bucket + 1, per_bucket)]
-    if len(buckets) < wanted:
-        return Steadiness(False, f"{len(buckets) * bucket_s:g} s of the {horizon_s:g} s it is judged over")
-    last = np.array(buckets[-wanted:])
-    level = float(np.median(last))
+    outcome: str
+    reason: str
+    slope: float | None = None
+    low: float | None = None
+    high: float | None = None
+    judged_s: float = 0.0
+    resolve_s: float | None = None
+
+    @property
+    def steady(self) -> bool:
+        return self.outcome == SETTLED
+
+    def record(self) -> dict:
+        """What run.json keeps of it."""
+        found = {"outcome": self.outcome, "judged_s": round(self.judged_s, 1)}
+        if self.slope is not None:
+            found.update(slope_per_min=round(self.slope, 4), low=round(self.low, 4), high=round(self.high, 4))
+        if self.resolve_s is not None:
+            found["resolve_s"] = round(self.resolve_s)
+        return found
+
+
+def bucket_rates(polls: Sequence[tuple[float, float, float | None]], start_ms: float, bucket_s: float
+                 ) -> tuple[list[float], list[float | None]]:
+    """The throughput and mean response time per bucket of `bucket_s` from `start_ms`, from the
+    console's cumulative totals read at times of our own: each poll (ms, transactions so far, their
+    summed response time or None). A count at a bucket's edge is interpolated between the polls
+    around it, so a poll missed (a busy client) costs resolution, not truth; the workers' report
+    interval moves a count across an edge, which the next bucket gets back. Whole buckets only."""
+    if len(polls) < 2:
+        return [], []
+    ms = np.array([p[0] for p in polls], dtype=float)
+    counts = np.array([p[1] for p in polls], dtype=float)
+    sums = np.array([np.nan if p[2] is None else p[2] for p in polls], dtype=float)
+    whole = int((ms[-1] - start_ms) // (bucket_s * 1000))
+    if whole < 1:
+        return [], []
+    edges = start_ms + np.arange(whole + 1) * bucket_s * 1000
+    edges = edges[edges >= ms[0]]
+    if len(edges) < 2:
+        return [], []
+    n = np.diff(np.interp(edges, ms, counts))
+    tps = (n / bucket_s).tolist()
+    summed = np.diff(np.interp(edges, ms, sums)) if np.isfinite(sums).all() else np.full(len(n), np.nan)
+    mean = [float(s / k) if k > 0 and np.isfinite(s) else None for s, k in zip(summed, n)]
+    return [float(v) for v in tps], mean
+
+
+def _slope(x: np.ndarray, bucket_s: float) -> tuple[float, float, int]:
+    """The slope of x (a share of its level) per minute, its Newey-West standard error (Bartlett
+    kernel, the usual lag rule 4 (n/100)^(2/9); statsmodels) and the degrees of freedom."""
+    import statsmodels.api as sm
+
+    n = len(x)
+    t = np.arange(n) * bucket_s / 60.0
+    lags = max(1, math.floor(4 * (n / 100) ** (2 / 9)))
+    fit = sm.OLS(x, sm.add_constant(t)).fit(cov_type="HAC", cov_kwds={"maxlags": lags, "use_correction": True})
+    return float(fit.params[1]), float(fit.bse[1]), n - 2
+
+
+def _line_fits(x: np.ndarray, points: list[int], sigma: float) -> bool:
+    """Whether a straight line explains x as well as its change points' steps, each change point
+    and the line's slope penalised alike (as in `moves`)."""
+    if sigma <= 0:
+        return False
+    t = np.arange(len(x))
+    line = np.polyval(np.polyfit(t, x, 1), t)
+    steps = np.repeat(_means(x, points), np.diff([0, *points, len(x)]))
+    return (_rss(x, line) - _rss(x, steps)) / sigma ** 2 <= penalty(len(x), WARMUP_PENALTY) * (len(points) - 1)
+
+
+def _look(tps: np.ndarray, bucket_s: float, horizon_s: float) -> Settling:
+    """One judgment of a warm-up's throughput per bucket so far (settling)."""
+    x = tps[int(math.ceil(SETTLE_SKIP_S / bucket_s)):]
+    x = x[-max(1, int(horizon_s / bucket_s)):]
+    seen = len(x) * bucket_s
+    needed = int(math.ceil(SETTLE_MIN_S / bucket_s))
+    if len(x) < needed:
+        return Settling(UNRESOLVED, f"{seen:g} s of load judged, {SETTLE_MIN_S:g} s needed", judged_s=seen)
+    level = float(np.median(x))
     if level <= 0:
-        return Steadiness(False, "no throughput")
-    slope, _, low, high = theilslopes(last, np.arange(wanted) * bucket_s, alpha=0.95)
-    move, bound = slope * horizon_s / level, max(abs(low), abs(high)) * horizon_s / level
-    if abs(move) < SETTLE_SHARE and bound < SETTLE_BOUND:
-        return Steadiness(True, f"settled: {move:+.1%} over {horizon_s:g} s (95 %: within ±{bound:.1%})")
-    way = "climbing" if move > 0 else "falling"
-    return Steadiness(False, f"throughput still {way}: {move:+.1%} over {horizon_s:g} s (95 %: up to ±{bound:.0%})")
+        return Settling(UNRESOLVED, "no throughput", judged_s=seen)
+    x = x / level
+    sigma = noise(x)
+    x = without_outliers(x, sigma)
+    # From the last change of level on (PELT, as the drift test cuts a window): a climb that ended
+    # inside the stretch is not a trend of what follows it. Unless a straight line fits as well as
+    # the steps (as `moves` decides): a steady trend is cut into steps too, and cutting it would
+    # only blur it.
+    points = large_change_points(x, change_points(x, sigma, penalty(len(x), WARMUP_PENALTY)), 1.0)
+    if points and not _line_fits(x, points, sigma):
+        x = x[points[-1]:]
+    judged = len(x) * bucket_s
+    if len(x) < needed:
+        return Settling(UNRESOLVED, f"its level changed {judged:g} s ago; {SETTLE_MIN_S:g} s needed since",
+                        judged_s=judged)
+    slope, se, df = _slope(x / float(np.mean(x)), bucket_s)
+    q = float(scipy_stats.t.ppf(0.5 + SETTLE_CONFIDENCE / 2, df))
+    low, high = slope - q * se, slope + q * se
+    said = (f"{_per_min(slope)} over the last {judged:g} s ({SETTLE_CONFIDENCE * 100:.0f} %: {_per_min(low)} to "
+            f"{_per_min(high)}")
+    margin = f"±{SETTLE_RATE * 100:g} %/min"
+    if -SETTLE_RATE < low and high < SETTLE_RATE:
+        return Settling(SETTLED, f"settled: {said}, within {margin})", slope, low, high, judged)
+    if low > SETTLE_RATE or high < -SETTLE_RATE:
+        way = "climbing" if slope > 0 else "falling"
+        return Settling(MOVING, f"still {way}: {said}, beyond {margin})", slope, low, high, judged)
+    # The interval narrows as the stretch's length^1.5: the length at which it would clear the
+    # margin on the side its estimate is on (a trend right at the margin never does).
+    gap = abs(SETTLE_RATE - abs(slope))
+    resolve = judged * (q * se / gap) ** (2 / 3) if se > 0 and gap > SETTLE_RATE / 10 else None
+    more = (f"; about {resolve:.0f} s of this noise would resolve it" if resolve is not None else
+            "; a trend this close to the margin needs more than length to resolve")
+    return Settling(UNRESOLVED, f"not resolved: {said}, across {margin}){more}", slope, low, high, judged, resolve)
+
+
+def _per_min(share: float) -> str:
+    return f"{share * 100:+.1f} %/min"
+
+
+def settling(tps: Sequence[float | None], bucket_s: float, horizon_s: float) -> Settling:
+    """Whether a target's warm-up may end: its throughput per `bucket_s` since the load began
+    (bucket_rates), judged over at most its last `horizon_s`. Settled only when the looks
+    SETTLE_LOOKS_S before this one said so too: a test asked every second until it passes passes by
+    chance sooner than its level says, and a trend near the margin reads flat for a while now and
+    then."""
+    x = np.array([0.0 if v is None else float(v) for v in tps])
+    now = _look(x, bucket_s, horizon_s)
+    if now.outcome != SETTLED:
+        return now
+    for back in SETTLE_LOOKS_S:
+        cut = int(round(back / bucket_s))
+        if cut and (len(x) <= cut or _look(x[:-cut], bucket_s, horizon_s).outcome != SETTLED):
+            return Settling(UNRESOLVED, f"not resolved yet: {now.reason.removeprefix('settled: ')}, not yet "
+                            f"{back:g} s ago", now.slope, now.low, now.high, now.judged_s)
+    return now

@@ -17,7 +17,7 @@ import click
 
 from esbperf.core import roles
 from esbperf.core.config import load_yaml, resolve_named
-from esbperf.core.errors import EsbperfError
+from esbperf.core.errors import EsbperfError, quoted
 from esbperf.core.project import CONSOLE_CONFIG
 
 TESTBEDS = CONSOLE_CONFIG / "testbeds"
@@ -307,7 +307,7 @@ def _host(path: Path, role: str, h: Any, emulated: bool) -> Host:
     allowed = HOST_FIELDS if role in ROLES else LOAD_HOST_FIELDS
     unknown = set(h) - set(allowed)
     if unknown:
-        raise EsbperfError(f"{path}: {where}: unknown field '{sorted(unknown)[0]}' "
+        raise EsbperfError(f"{path}: {where}: unknown field {quoted(sorted(unknown, key=str)[0])} "
                            f"(allowed: {', '.join(allowed)})")
     try:
         address = ipaddress.ip_address(str(h.get("address")))
@@ -354,7 +354,7 @@ def _hosts(path: Path, data: dict, emulated: bool) -> dict[str, Host]:
         raise EsbperfError(f"{path}: 'hosts' must map roles ({', '.join(ROLES)}) to host settings")
     for role in hosts_data:
         if not isinstance(role, str) or not roles.is_role(role):
-            raise EsbperfError(f"{path}: hosts: unknown role '{role}' (allowed: {', '.join(ROLES)}, "
+            raise EsbperfError(f"{path}: hosts: unknown role {quoted(role)} (allowed: {', '.join(ROLES)}, "
                                f"and load hosts {roles.LOAD_EXAMPLE})")
     missing = [r for r in ROLES if r not in hosts_data]
     if missing:
@@ -374,7 +374,7 @@ def _sysctl(path: Path, data: dict, emulated: bool) -> dict[str, str]:
     settings = {}
     for key, value in raw.items():
         if not isinstance(key, str) or not re.fullmatch(r"[a-z0-9_]+(\.[a-z0-9_-]+)+", key):
-            raise EsbperfError(f"{path}: sysctl: '{key}' is not a sysctl key like net.core.somaxconn")
+            raise EsbperfError(f"{path}: sysctl: {quoted(key)} is not a sysctl key like net.core.somaxconn")
         # Only net.* settings belong to a network namespace; any other key written inside
         # one would change the whole machine.
         if emulated and not key.startswith("net."):
@@ -547,7 +547,7 @@ def load(name_or_path: str | Path | None = None, default: str = "local") -> Test
     data = load_yaml(path)
     unknown = [k for k in data if k not in TOP_FIELDS]
     if unknown:
-        raise EsbperfError(f"{path}: unknown field '{unknown[0]}' (allowed: {', '.join(TOP_FIELDS)})")
+        raise EsbperfError(f"{path}: unknown field {quoted(unknown[0])} (allowed: {', '.join(TOP_FIELDS)})")
     data = _host_links(_file_data(path))
     emulated = data.get("emulated", False)
     if not isinstance(emulated, bool):

@@ -13,7 +13,8 @@ Percentiles are nearest-rank (the smallest value with at least p % of the values
 it) over the buckets, and report the bucket's lower bound: never above the exact nearest-rank
 value, and at most 0.098 % below it; exact below 2048 µs. Count, sum and sum of squares are kept
 exactly (Python integers), and so are min and max: mean, standard deviation, min and max are
-those of the raw values."""
+those of the raw values. (hdrh, HdrHistogram's Python package, keeps neither the exact sums nor the
+exact min and max, and records one value per call: the data logs' rows are bucketed here by polars.)"""
 from __future__ import annotations
 
 import bisect

@@ -35,13 +35,11 @@ from esbperf.results import layout
 from esbperf.results.datalog import RESPONSE_US, log_stats
 from esbperf.results.files import read_header
 from esbperf.run import collect
-from esbperf.run.pool import WarmPool, order_properties
 from esbperf.run.problems import StepProblem
-from esbperf.run.workers import ConsoleWatch, now_ms
+from esbperf.run.workers import ConsoleWatch, Layout, Workers, now_ms
 
 WARMUP_S, MEASURE_S = 2, 3   # a calibration's warm-up and measurement
 SAFETY_NET_S = 30            # the workers stop by themselves this long after, should nobody stop them
-STOP_WAIT_S = 30
 
 
 def summarise(data_log_paths: Iterable[Path], window_start_ms: int, window_end_ms: int) -> dict:
@@ -91,49 +89,32 @@ def summarise(data_log_paths: Iterable[Path], window_start_ms: int, window_end_m
     }
 
 
-def calibrate(run_dir: Path, console: ConsoleWatch, agents: int, keepalive: bool, timeout_s: float,
-              payload_bytes: int, fetchers: list[collect.Fetcher], pool: WarmPool | None = None) -> dict:
+def calibrate(run_dir: Path, console: ConsoleWatch, workers: Workers, keepalive: bool, timeout_s: float,
+              payload_bytes: int) -> dict:
     """One worker thread per agent against an instant server inside its own process, at this
-    payload; its logs are kept in RUN/calibration/<payload>/ and its summary returned. With the
-    run's warm workers (`pool`), those take it as a step of their own."""
+    payload, by the run's `workers` (warm ones take it as a step of their own); its logs are kept
+    in RUN/calibration/<payload>/ and its summary returned."""
     label = plans.size_label(payload_bytes)
     folder = run_dir / "calibration" / label
     log_folder = collect.step_log_folder(run_dir.name, Path("calibration") / label, str(now_ms()))
-    properties = {"grinder.processes": 1, "grinder.threads": 1, "grinder.runs": 0,
-                  "grinder.duration": int((WARMUP_S + MEASURE_S + SAFETY_NET_S) * 1000),
-                  "grinder.logDirectory": log_folder, "esbperf.scenario": "calibrate", "esbperf.users": 0,
+    properties = {"grinder.runs": 0, "grinder.duration": int((WARMUP_S + MEASURE_S + SAFETY_NET_S) * 1000),
+                  "esbperf.scenario": "calibrate", "esbperf.users": 0,
                   "esbperf.payload.bytes": payload_bytes, "esbperf.keepalive": str(keepalive).lower(),
                   "esbperf.timeout.ms": int(timeout_s * 1000)}
-    start_ms = now_ms()
     try:
-        if pool is not None:
-            pool.ensure(console, properties, collect.pool_log_folder(run_dir.name, str(start_ms)))
-            workers = dict(pool.workers)
-            first = pool.hand_over(console, order_properties(properties, 1, 1, log_folder, False))
-        else:
-            workers = console.start(properties, agents)
-            first = console.first_report(start_ms + int((WARMUP_S + 30) * 1000), workers)
-        console.wait_until(first + WARMUP_S * 1000, "calibrating the client", workers)
+        began = workers.begin(console, properties, Layout(1, 1, log_folder))
+        console.wait_until(began.first_report_ms + WARMUP_S * 1000, "calibrating the client", began.workers)
         window_start = now_ms()
-        console.wait_until(window_start + MEASURE_S * 1000, "calibrating the client", workers)
+        console.wait_until(window_start + MEASURE_S * 1000, "calibrating the client", began.workers)
         window_end = now_ms()
-        if pool is not None:
-            pool.idle(console, STOP_WAIT_S)
+        workers.end_step()
     except StepProblem as e:
-        if pool is not None:
-            pool.discard(console)
+        workers.discard()
         raise EsbperfError(f"the client's calibration failed: {e.reason}") from None
     except BaseException:
-        if pool is not None:
-            pool.discard(console)
+        workers.discard()
         raise
-    finally:
-        if pool is None:
-            console.stop_quietly()
-    if pool is None:
-        console.call(lambda: console.client.wait_workers_finished(set(workers), STOP_WAIT_S))
-    problems = collect.bring_home(workers.values(), log_folder, folder / layout.LOGS, fetchers,
-                                  workers_stay=pool is not None)
+    problems = workers.bring_home(log_folder, folder / layout.LOGS)
     if problems:
         raise EsbperfError(f"the client's calibration failed: {problems[0]}")
     summary = summarise(layout.data_logs(folder), window_start, window_end)
@@ -141,15 +122,14 @@ def calibrate(run_dir: Path, console: ConsoleWatch, agents: int, keepalive: bool
     return summary
 
 
-def calibrate_run(run_dir: Path, console: ConsoleWatch, plan: plans.Plan, agents: int,
-                  fetchers: list[collect.Fetcher], echo: Callable[[str], None],
-                  took: Callable[[float], None] = lambda seconds: None, pool: WarmPool | None = None) -> dict:
+def calibrate_run(run_dir: Path, console: ConsoleWatch, plan: plans.Plan, workers: Workers,
+                  echo: Callable[[str], None], took: Callable[[float], None] = lambda seconds: None) -> dict:
     """Calibrate the client before the first step (at plan.calibration_sizes()): what it adds to
     every transaction inside and outside the clock (run.json `calibration`, by payload)."""
     found = {}
     for size in plan.calibration_sizes():
         began = time.monotonic()
-        summary = calibrate(run_dir, console, agents, plan.keepalive, plan.timeout_s, size, fetchers, pool)
+        summary = calibrate(run_dir, console, workers, plan.keepalive, plan.timeout_s, size)
         took(time.monotonic() - began)
         found[plans.size_label(size)] = summary
         echo(f"client calibration at {plans.size_label(size)}: timed floor {summary['floor_mean_us']:.0f} µs "

@@ -71,10 +71,15 @@ def cpu_frequency(root: Path = CPUFREQ) -> dict:
     return found
 
 
-def engines(names: list[str]) -> dict[str, dict]:
+def engines(names: list[str], addresses: dict[str, tuple[str, int]] | None = None,
+            started_with: dict[str, dict] | None = None) -> dict[str, dict]:
     """Each engine's kind, version and settings (esbperf/services/esb.py describe), for run.json; an
-    engine that is no folder esbperf knows (a team's own ESB started by hand) is left out."""
-    return {name: esb.describe(name) for name in dict.fromkeys(names) if name in esb.ENGINES}
+    engine that is no folder esbperf knows (a team's own ESB started by hand) is left out. With its
+    address, what its account says (engine.yaml `account`: the reference engine's settings and the µs
+    of work per request it measured at start, which says how fast its machine is); `started_with`: the
+    settings the launcher gave each engine it started."""
+    return {name: esb.describe(name, (addresses or {}).get(name), (started_with or {}).get(name))
+            for name in dict.fromkeys(names) if name in esb.ENGINES}
 
 
 def echoes(testbed: Testbed, timeout: float = 3) -> dict:

@@ -26,13 +26,13 @@ from esbperf.core.config import AgentConfig, ConsoleConfig, state_dir
 from esbperf.core.errors import EsbperfError
 from esbperf.results import layout
 from esbperf.run import calibration, collect, crosscheck, environment, estimate, locks, pool, preflight, user_script, warmup
-from esbperf.run.pool import WarmPool
 from esbperf.run.preflight import MAX_SKEW_MS
 from esbperf.run.progress import RunProgress
 from esbperf.run.step import Agent, RunContext, StepAside, StepRunner
 from esbperf.run.verify import verify_target
-from esbperf.run.workers import ConsoleWatch
-from esbperf.services.console import TOKEN_ENV, ControlClient, control_client
+from esbperf.run.workers import ConsoleWatch, FreshWorkers, Workers
+from esbperf.services.console import (TOKEN_ENV, ConsoleUnreachable, ControlClient, control_client, read_token,
+                                      token_file as default_token_file)
 from esbperf.testbed import hosts, ssh
 
 LAYOUT = 2   # step folders <target>/<scenario>/<payload>/<users>/[rate-<r>/]iter-<n>
@@ -45,7 +45,7 @@ Schedule = Callable[[RunContext], Iterable[plans.Step]]
 
 
 def _record(plan: plans.Plan, targets: dict[str, topology.Target], testbed: topology.Testbed, agents: list[Agent],
-            grinder_version: str) -> dict:
+            grinder_version: str, engine_settings: dict[str, dict] | None = None) -> dict:
     """run.json as a new run starts."""
     record = {
         "layout": LAYOUT,
@@ -63,8 +63,11 @@ def _record(plan: plans.Plan, targets: dict[str, topology.Target], testbed: topo
         "engine_matches": {name: e.match for name, e in engines.load_all().items()
                            if name in testbed.hosts["esb"].esb_ports},
         "environment": environment.describe(),
-        # What each engine under test is and how it is set (its version, heap and options, or program).
-        "engines": environment.engines([t.esb for t in targets.values() if t.kind == "esb"]),
+        # What each engine under test is and how it is set (its version, heap and options, or program;
+        # the settings it declares, and what its account says of itself).
+        "engines": environment.engines([t.esb for t in targets.values() if t.kind == "esb"],
+                                       {t.esb: t.address for t in targets.values() if t.kind == "esb"},
+                                       engine_settings),
         "echoes": environment.echoes(testbed),   # the back ends' runtime: as set, and as each answers
         "versions": {"grinder": grinder_version},
         "jvm_args": {"console": ConsoleConfig.load().jvm_args, "agent": AgentConfig.load().agent_jvm_args,
@@ -118,39 +121,43 @@ def execute(ctx: RunContext, client: ControlClient, console: Console, schedule: 
     _prepare(client)
     before_steps = time.monotonic()
     watch = ConsoleWatch(client, {a.name for a in ctx.agents}, lambda *a: None)
-    ctx.pool, why = _pool(ctx, client, todo)
-    ctx.record["workers"] = ctx.pool.record() if ctx.pool else {"mode": "fresh", "why": why}
+    ctx.workers = _workers(ctx, client, todo)
+    ctx.record["workers"] = ctx.workers.record()
     try:
         return _execute(ctx, client, console, schedule, steps, todo, watch, before_steps)
     finally:
-        if ctx.pool is not None:
-            ctx.pool.close(None)
-            ctx.record["workers"] = ctx.pool.record()
-            layout.write_json(ctx.dir / layout.RUN_FILE, ctx.record)
-            ctx.pool = None
+        ctx.workers.close()
+        ctx.record["workers"] = ctx.workers.record()
+        layout.write_json(ctx.dir / layout.RUN_FILE, ctx.record)
+        ctx.workers = None
 
 
-def _pool(ctx: RunContext, client: ControlClient, steps: list[plans.Step]) -> tuple[WarmPool | None, str]:
-    """The run's warm workers (esbperf/run/pool.py), or None and why each step starts new ones."""
+def _workers(ctx: RunContext, client: ControlClient, steps: list[plans.Step]) -> Workers:
+    """What loads the target in every step of the run, chosen once: the run's warm workers
+    (esbperf/run/pool.py), or new ones per step, with why."""
     plan = ctx.plan
+    why = ""
     if plan.workers == "fresh":
-        return None, "the plan asks for new worker JVMs per step (workers: fresh)"
-    if plan.script and not (ctx.record.get("script") or {}).get("takes_steps"):
-        return None, "a user's script that does not say it takes steps (docs/running.md, \"Warm workers\")"
-    if not client.board_status().get("listening"):
-        return None, "the console has no step board listening (an older console, or its port was taken)"
+        why = "the plan asks for new worker JVMs per step (workers: fresh)"
+    elif plan.script and not (ctx.record.get("script") or {}).get("takes_steps"):
+        why = "a user's script that does not say it takes steps (docs/running.md, \"Warm workers\")"
+    elif not client.board_status().get("listening"):
+        why = "the console has no step board listening (an older console, or its port was taken)"
+    if why:
+        return FreshWorkers(len(ctx.agents), ctx.fetchers, ctx.report_interval_ms,
+                            ConsoleConfig.load().distribution_directory, why)
     loads = sorted({(s.users, s.rate) for s in steps}) or plan.loads()
     processes, threads = pool.size(plan, len(ctx.agents), loads)
     return pool.WarmPool(processes, threads, len(ctx.agents), ctx.testbed.board_url, plan.model == "open",
-                         plan.timeout_s, ctx.connect, ctx.dir, ctx.fetchers), ""
+                         plan.timeout_s, ctx.report_interval_ms, ctx.connect, ctx.dir, ctx.fetchers)
 
 
 def _execute(ctx: RunContext, client: ControlClient, console: Console, schedule: Schedule | None,
              steps: list[plans.Step], todo: list[plans.Step], watch: ConsoleWatch, before_steps: float) -> list[str]:
     if "calibration" not in ctx.record and not ctx.plan.script:   # the client calibrated is scenario.py
         ctx.record["calibration"] = calibration.calibrate_run(
-            ctx.dir, watch, ctx.plan, len(ctx.agents), ctx.fetchers, console.print,
-            took=lambda seconds: estimate.remember(calibration_s=seconds), pool=ctx.pool)
+            ctx.dir, watch, ctx.plan, ctx.workers, console.print,
+            took=lambda seconds: estimate.remember(calibration_s=seconds))
         layout.write_json(ctx.dir / layout.RUN_FILE, ctx.record)
     before_steps_wall = time.monotonic() - before_steps
     aside: list[str] = []
@@ -286,12 +293,31 @@ def _check_schedule(plan: plans.Plan, schedule: Schedule | None) -> None:
                            "`esbperf run` or `esbperf capacity`")
 
 
-def _token_file(testbed: topology.Testbed, given: Path | None) -> Path | None:
-    """The console's token file: given, else $ESBPERF_CONSOLE_TOKEN decides, else the one the
-    launcher (`esbperf testbed start`) left, if it did."""
-    if given is None and not os.environ.get(TOKEN_ENV):
-        return hosts.console_token(testbed)
-    return given
+def _token_file(testbed: topology.Testbed, given: Path | None, recorded: Path | None = None) -> Path | None:
+    """The console's token file: given, else $ESBPERF_CONSOLE_TOKEN decides, else the one of the
+    console that answers at the testbed's API address, among the token files this machine holds:
+    the one a resumed run recorded, the one the launcher (`esbperf testbed start`) left, and the one
+    of a console started by hand (`esbperf console`; None stands for it). A console that stopped
+    leaves its file behind, so a file whose token the console refuses is passed over; when none is
+    taken (or the console does not answer), the newest file, whose console most likely runs."""
+    if given is not None or os.environ.get(TOKEN_ENV):
+        return given
+    by_hand = default_token_file()
+    found = {p.resolve(): p for p in (recorded, hosts.console_token(testbed), by_hand) if p is not None and p.is_file()}
+    if not found:
+        return None
+    chosen = max(found.values(), key=lambda p: p.stat().st_mtime)
+    if len(found) > 1:
+        for path in found.values():
+            try:
+                ControlClient(testbed.api_url, read_token(path), timeout=2).version()
+            except ConsoleUnreachable:
+                break
+            except EsbperfError:
+                continue   # refused: a token of a console that is gone
+            chosen = path
+            break
+    return None if chosen.resolve() == by_hand.resolve() else chosen
 
 
 @dataclass
@@ -345,7 +371,7 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
           token_file: Path | None = None, script: user_script.UserScript | None = None,
           script_properties: Path | None = None, restart_esb: Callable[[str], int] | None = None,
           cross_check: str | None = None, after: Path | None = None,
-          schedule: Schedule | None = None) -> Path:
+          schedule: Schedule | None = None, engine_settings: dict[str, dict] | None = None) -> Path:
     """Run `plan` against the target(s) into a new run folder under `out`; return that folder.
 
     script: a user's own Grinder script (user_script.load) runs the steps instead of scenario.py;
@@ -359,7 +385,8 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
     cross_check: "wrk" to measure each closed-model step with wrk too (esbperf/run/crosscheck.py).
     after: a run this same session finished just before, with the same client, testbed and services
     (`esbperf demo` runs three): its client calibration is this run's too when it covers this plan's
-    payloads, and the targets it measured are warm (run.json says so: `calibration_from`, `warm_from`)."""
+    payloads, and the targets it measured are warm (run.json says so: `calibration_from`, `warm_from`).
+    engine_settings: the launcher's, by engine it started: the settings it was given (run.json `engines`)."""
     crosscheck.require(cross_check)
     _check_schedule(plan, schedule)
     names = [target_names] if isinstance(target_names, str) else list(target_names)
@@ -379,7 +406,7 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
         run_dir = layout.new_run_dir(out.resolve(), f"{plan.name}-{'+'.join(names)}-{time.strftime('%Y%m%d-%H%M%S')}")
         console_lock.note(f"run folder {run_dir}")
         with locks.run_dir_held(run_dir):
-            record = _record(plan, session.targets, testbed, agents, session.client.version())
+            record = _record(plan, session.targets, testbed, agents, session.client.version(), engine_settings)
             record["monitored_roles"] = monitored
             record["samplers"] = preflight.monitor_samplers(testbed, monitored)
             record["clock_skew"] = {"max_ms": max_skew_ms, "hosts": skews}
@@ -438,14 +465,13 @@ def resume(run_dir: Path, verify: bool = True, console: Console | None = None,
         _stage_script(record, user_script.from_record(run_dir, record["script"]), run_dir)
         verify = False
     testbed = topology.load(record["testbed"]["file"])
-    if token_file is None and record.get("console_token_file"):
-        token_file = Path(record["console_token_file"])
+    recorded = Path(record["console_token_file"]) if record.get("console_token_file") else None
     crosscheck.require(record.get("cross_check"))
     _check_schedule(plan, schedule)
     session = _Session(plan, testbed, preflight.targets_of(testbed, [t["name"] for t in record["targets"]], plan),
                        collect.LocalAgents([state_dir(), *map(Path, record.get("local_state_dirs", [])),
                                             *hosts.local_agent_states(testbed)]),
-                       _token_file(testbed, token_file), verify, max_skew_ms,
+                       _token_file(testbed, token_file, recorded), verify, max_skew_ms,
                        restart_esb or hosts.esb_restarter(testbed, plan.restart == "per-step" or plan.forks > 1),
                        console or Console())
     with session.console_held() as console_lock, locks.run_dir_held(run_dir), procs.on_cores(_runner_cores(testbed)):

@@ -2,7 +2,8 @@
 
     prepare   no agent joined or left; a fresh ESB when the plan restarts it per step; the
               console's statistics zeroed
-    start     the workers of every agent, with the step's properties
+    start     the step's workers on every agent (the run's Workers: warm, or new ones), with the
+              step's properties, until every thread of it runs
     warm-up   from the start signal, and at least half of it under load
     measure   the measurement window, then the workers stopped
     collect   every agent's logs home, checked whole; the console's totals, the monitors'
@@ -29,21 +30,18 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from esbperf.core import payloads, plan as plans, procs, roles
-from esbperf.core.config import ConsoleConfig
 from esbperf.core.errors import EsbperfError
 from esbperf.core.topology import Target, Testbed
 from esbperf.results import gclog, layout
-from esbperf.results.datalog import REPORT_INTERVAL_MS, LogStats, RowStats, log_stats
+from esbperf.results.datalog import LogStats, RowStats, log_stats
 from esbperf.run import collect, crosscheck, environment, monitors, user_script
-from esbperf.run.pool import WarmPool, order_properties
 from esbperf.run.problems import (AgentsChanged, ConsoleLost, Incomplete, StepAside, StepProblem, TargetDown,
-                                  Unexpected, WorkersHang)
+                                  Unexpected)
 from esbperf.run.verify import verify_target
-from esbperf.run.workers import ConsoleWatch, Tick, now_ms
+from esbperf.run.workers import REPORT_KEY, ConsoleWatch, Layout, Tick, Workers, now_ms, run_report_interval_ms
 from esbperf.services import jvm
 from esbperf.services.console import ControlClient, statistics
 
-STOP_WAIT_S = 30             # the workers' end after the stop signal
 CONSOLE_RETURN_S = 120       # how long a run waits for a console that stopped answering mid-step
 # Workers stop by themselves this long after a step's planned end, should the runner not stop them
 # (it died, or the console did: agents then come back only once their workers end). 2560 users
@@ -52,10 +50,6 @@ SAFETY_NET_S = 30
 RAN_TO_END_MS = 1000        # a worker whose last transaction ended this close to the window's end ran through it
 TARGET_CHECK_TIMEOUT_S = 5
 RESTART_READY_S = 120       # an ESB's start on a busy 2-core machine can take a while
-# Workers report to the console this many times per console sample, so that every sample holds
-# about as many reports (its throughput jitters by one report in REPORTS_PER_SAMPLE, not by half),
-# but not more often than every MIN_REPORT_MS.
-REPORTS_PER_SAMPLE, MIN_REPORT_MS = 5, 50
 
 
 def window_summary(stats: LogStats, window_s: float) -> dict[str, Any]:
@@ -76,19 +70,6 @@ def window_summary(stats: LogStats, window_s: float) -> dict[str, Any]:
 
     each = [figures(test, part) for test, part in sorted(stats.tests.items())] or [figures(None, stats)]
     return {**each[0], "tests": each} if len(each) > 1 else each[0]
-
-
-def report_interval_ms(properties: dict[str, Any], distribution: Path) -> int:
-    """How often the step's workers report to the console: `grinder.reportToConsole.interval` of
-    the step's properties (a user's script may set it), else of the distribution's
-    grinder.properties, else Grinder's default."""
-    key = "grinder.reportToConsole.interval"
-    file = distribution / "grinder.properties"
-    value = properties.get(key) or (user_script.read_properties(file).get(key) if file.is_file() else None)
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return REPORT_INTERVAL_MS
 
 
 # --- what a step shares with the run ----------------------------------------------------------
@@ -119,13 +100,18 @@ class RunContext:
     restart_esb: Callable[[str], int] | None = None
     cross_check: str | None = None       # around each step, an independent client measures it too (crosscheck.py)
     warm: frozenset[str] = frozenset()   # targets a run just before this one loaded: no target warm-up
-    pool: WarmPool | None = None         # the run's warm workers (esbperf/run/pool.py); None: new ones per step
+    workers: Workers | None = None       # what loads the target, chosen as the run begins (runner.execute)
     warming_s: float = 0.0               # spent warming targets up so far (the run's overhead is the rest)
 
     @property
     def sample_interval_s(self) -> float:
         """The console's sample interval, as the run recorded it (console.yaml sample_interval_ms)."""
         return self.record.get("console_sample_interval_ms", 1000) / 1000
+
+    @property
+    def report_interval_ms(self) -> int:
+        """How often the run's workers report to the console (workers.run_report_interval_ms)."""
+        return run_report_interval_ms(self.record.get("console_sample_interval_ms", 1000))
 
 
 def step_properties(ctx: RunContext, step: plans.Step, processes: int, threads: int, log_folder: str) -> dict:
@@ -145,8 +131,7 @@ def step_properties(ctx: RunContext, step: plans.Step, processes: int, threads: 
         "esbperf.payload.bytes": step.payload_bytes,
         "esbperf.keepalive": str(plan.keepalive).lower(),
         "esbperf.timeout.ms": int(plan.timeout_s * 1000),
-        "grinder.reportToConsole.interval": max(MIN_REPORT_MS, round(ctx.record.get("console_sample_interval_ms", 1000)
-                                                                     / REPORTS_PER_SAMPLE)),
+        REPORT_KEY: ctx.report_interval_ms,
     }
     if step.payload_file is not None:   # staged by the runner (esbperf/core/payloads.py)
         properties["esbperf.payload.file"] = f"{payloads.STAGING}/{ctx.dir.name}/{step.payload_file.staged_name()}"
@@ -183,7 +168,6 @@ class Attempt:
     end_ms: int = 0
     warmup: dict = field(default_factory=dict)   # how the warm-up ended (step.json `warmup`)
     console_data: dict = field(default_factory=dict)
-    stopped: bool = False
     began_ms: int = 0
 
 
@@ -194,6 +178,10 @@ class StepRunner:
         self.ctx = ctx
         self.console = ConsoleWatch(client, {a.name for a in ctx.agents}, on_tick)
         self.phases: dict[str, float] = {}
+
+    @property
+    def workers(self) -> Workers:
+        return self.ctx.workers
 
     @property
     def client(self) -> ControlClient:
@@ -234,9 +222,9 @@ class StepRunner:
                     self._measure(a)
                 with self._phase("stop"):
                     self._stop(a)
-            finally:
-                if a.workers and not a.stopped:
-                    self._stop_quietly()
+            except BaseException:
+                self.workers.discard()   # no worker of a step gone wrong goes on
+                raise
             with self._phase("collect"):
                 problems = self._collect(a)
             with self._phase("check"):
@@ -245,20 +233,20 @@ class StepRunner:
                 with self._phase("xcheck"):
                     a.record["xcheck"] = crosscheck.bracket(before, self._cross_check(a, "after"))
         except ConsoleLost as problem:
-            self._discard_pool()
+            self.workers.discard()
             self._bring_home(a)
             back = self._await_console()
             raise self._set_aside(a, ConsoleLost(f"the console stopped answering during the step ({problem.reason})"
                                                  + ("" if back else f"; it did not come back within "
                                                                     f"{CONSOLE_RETURN_S} s")), stop_run=not back)
         except StepProblem as problem:
-            self._discard_pool()
+            self.workers.discard()   # (one its collect or check found) its workers carry no further step
             self._bring_home(a)
             raise self._set_aside(a, problem)
         except (EsbperfError, OSError, http.client.HTTPException) as e:
             if isinstance(e, OSError) and e.errno == errno.ENOSPC:
                 raise   # the run stops as a whole, with its own line (the disk is full)
-            self._stop_quietly()
+            self.workers.discard()
             self._bring_home(a)
             raise self._set_aside(a, Unexpected(f"{type(e).__name__}: {e}" if not isinstance(e, EsbperfError)
                                                 else str(e))) from None
@@ -282,35 +270,20 @@ class StepRunner:
             a.record["esb_restart"] = self._restart_esb(a.step)
 
     def _start(self, a: Attempt) -> None:
+        """The step's workers, every thread of the step running (Workers.begin)."""
         processes, threads = self.ctx.plan.processes_threads(a.step.users, len(self.ctx.agents))
         a.record.update(processes=processes, threads=threads)
-        a.start_ms = now_ms()
         properties = step_properties(self.ctx, a.step, processes, threads, a.log_folder)
-        a.record["report_interval_ms"] = report_interval_ms(properties, ConsoleConfig.load().distribution_directory)
-        pool = self.ctx.pool
-        if pool is None:
-            a.record["workers_mode"] = "fresh"
-            a.workers = self.console.start(properties, processes * len(self.ctx.agents))
-            return
-        pool.fit(self.console, processes, threads)
-        started = pool.running
-        pool.ensure(self.console, properties, collect.pool_log_folder(self.ctx.dir.name, str(now_ms())))
-        a.start_ms = now_ms()
-        a.workers = dict(pool.workers)
-        self.console.call(lambda: self.client.recording("zero"))
-        a.first_report_ms = pool.hand_over(self.console, order_properties(properties, processes, threads,
-                                                                            a.log_folder, a.step.rate is not None))
-        # The workers' age: a worker-jit warning looks at how long they have run, not this step.
-        a.record.update(workers_mode="warm", workers_ready_ms=pool.first_report_ms, workers_reused=started)
+        began = self.workers.begin(self.console, properties,
+                                   Layout(processes, threads, a.log_folder, a.step.rate is not None))
+        a.start_ms, a.first_report_ms, a.workers = began.start_ms, began.first_report_ms, began.workers
+        a.record.update(began.record)
 
     def _warm_up(self, a: Attempt) -> None:
         """A fixed warm-up: from the start signal (worker start-up included), but at least half of it
         under load, after the workers' first report. `warmup_s: auto`: until the step is steady
         (_until_steady). Then the console's statistics start from zero."""
         plan = self.ctx.plan
-        if self.ctx.pool is None:   # warm workers took the step when they adopted it (_start)
-            a.first_report_ms = self.console.first_report(a.start_ms + int((plan.step_seconds() + 30) * 1000),
-                                                          a.workers)
         if plan.warmup_auto:
             self._until_steady(a)
         else:
@@ -335,28 +308,8 @@ class StepRunner:
         a.end_ms = now_ms()
 
     def _stop(self, a: Attempt) -> None:
-        if self.ctx.pool is not None:   # the workers stay, idle, with the step's logs closed
-            self.ctx.pool.idle(self.console, STOP_WAIT_S)
-            a.stopped = True
-            self.console.require_agents()
-            return
-        finished = self.console.stop(a.workers, STOP_WAIT_S)
-        a.stopped = True
-        if not finished:
-            raise WorkersHang(f"the workers did not stop within {STOP_WAIT_S} s of the stop signal")
+        self.workers.end_step()
         self.console.require_agents()
-
-    def _stop_quietly(self) -> None:
-        """On the way out of a step that went wrong: no worker of it may go on."""
-        if self.ctx.pool is not None:
-            self._discard_pool()
-        else:
-            self.console.stop_quietly()
-
-    def _discard_pool(self) -> None:
-        """Workers that saw a step go wrong carry no further step: the next one starts new ones."""
-        if self.ctx.pool is not None and self.ctx.pool.running:
-            self.ctx.pool.discard(self.console)
 
     def _collect(self, a: Attempt) -> list[str]:
         """Everything the step left, into its folder; the problems found with the workers' logs."""
@@ -436,11 +389,7 @@ class StepRunner:
     # --- helpers ----------------------------------------------------------------------------
 
     def _bring_home(self, a: Attempt) -> list[str]:
-        if not a.workers:
-            return []
-        stay = self.ctx.pool is not None and self.ctx.pool.running   # warm workers outlive the step
-        return collect.bring_home(a.workers.values(), a.log_folder, a.tmp / layout.LOGS, self.ctx.fetchers,
-                                  workers_stay=stay)
+        return self.workers.bring_home(a.log_folder, a.tmp / layout.LOGS)
 
     def _set_aside(self, a: Attempt, problem: StepProblem, stop_run: bool | None = None) -> StepAside:
         a.record["phases_s"] = dict(self.phases)

@@ -3,7 +3,7 @@
 minutes) before its first step, by the same workers and requests as its steps (the plan's scenarios
 in turn, at the first step's payload and users), so that iteration 1 does not measure a JVM that is
 still compiling the path; and on until it is settled — its throughput no longer moving over the
-plan's `target_warmup_horizon_s` (steady.settled: minutes, not the seconds a step's own window
+plan's `target_warmup_horizon_s` (steady.settling: a minute or more, not the seconds a step's own window
 judges) — at most `target_warmup_max_s` (with `warmup_s: auto`; otherwise judged at the end of the
 fixed time). A plan of several forks warms every fork's fresh engines so.
 
@@ -24,11 +24,10 @@ from esbperf.core import engines, plan as plans, roles, steady, topology
 from esbperf.core.errors import EsbperfError
 from esbperf.results import layout
 from esbperf.run import collect
-from esbperf.run.pool import order_properties
 from esbperf.run.problems import StepProblem
-from esbperf.run.step import STOP_WAIT_S, RunContext, step_properties
-from esbperf.run.workers import ConsoleWatch, now_ms
-from esbperf.services import monitor
+from esbperf.run.step import RunContext, step_properties
+from esbperf.run.workers import ConsoleWatch, Layout, now_ms
+from esbperf.services import esb, monitor
 from esbperf.services.console import statistics
 
 FOLDER = ".warmup"   # the workers' logs come home here and are deleted: nothing of it is a result
@@ -48,6 +47,16 @@ def loads(plan: plans.Plan, targets: Mapping[str, topology.Target]) -> dict[str,
     """What warm_targets will load, for the estimate: each target's kind and how many scenarios."""
     return {name: (engines.warmup_kind(t.kind, t.esb), 1 if plan.script else len(plan.scenarios))
             for name, t in targets.items()}
+
+
+def warm_verdict(found: dict, horizon_s: float) -> dict:
+    """A target's verdict from its warm-up's watch (step.json `target_warm`): `settled` True when
+    settled, False when still moving — the one answer that spoils its steps — and None when not
+    resolved; `outcome` says which in words."""
+    outcome = found.get("outcome", steady.SETTLED if found["steady"] else steady.UNRESOLVED)
+    settled = True if outcome == steady.SETTLED else False if outcome == steady.MOVING else None
+    return {"settled": settled, "outcome": outcome, "reason": found["reason"], "horizon_s": horizon_s,
+            **{k: found[k] for k in ("judged_s", "slope_per_min", "low", "high", "resolve_s") if k in found}}
 
 
 def not_warmed(reason: str) -> dict:
@@ -95,9 +104,10 @@ def warm_targets(ctx: RunContext, watch: ConsoleWatch, steps: list[plans.Step],
                          **({"fork": first.fork} if first.fork is not None else {})})
             how = ""
             if last:
-                done[-1].update(steady=verdict["settled"], reason=verdict["reason"])
-                verdicts[target] = {**verdict, **({"fork": first.fork} if first.fork is not None else {})}
-                how = f" ({'settled' if verdict['settled'] else 'NOT settled'}: {verdict['reason']})"
+                done[-1].update(steady=verdict["settled"], **{k: v for k, v in verdict.items() if k != "settled"})
+                verdicts[target] = {**{k: v for k, v in verdict.items() if k != "account"},   # run.json keeps it once
+                                    **({"fork": first.fork} if first.fork is not None else {})}
+                how = f" ({verdict['reason']})"
             echo(f"warmed {target} up: {scenario} {first.payload_label} {first.users}u for "
                  f"{done[-1]['seconds']:g} s{how}, {done[-1]['transactions']} transactions, {done[-1]['errors']} errors")
     return done
@@ -105,48 +115,34 @@ def warm_targets(ctx: RunContext, watch: ConsoleWatch, steps: list[plans.Step],
 
 def _load(ctx: RunContext, watch: ConsoleWatch, step: plans.Step, seconds: float,
           most_s: float, horizon_s: float) -> tuple[dict, dict]:
-    """The workers of `step` for `seconds` after their first report, and on until settled over
-    `horizon_s` (steady.settled), at most `most_s`; the console's totals and the verdict."""
+    """The workers of `step` (the run's: warm ones warm up with the target) for `seconds` after their
+    first report, and on until settled over `horizon_s` (steady.settling), at most `most_s`; the
+    console's totals and the verdict."""
     processes, threads = ctx.plan.processes_threads(step.users, len(ctx.agents))
     log_folder = collect.step_log_folder(ctx.dir.name, Path("warmup") / step.target / step.scenario, str(now_ms()))
     properties = step_properties(ctx, step, processes, threads, log_folder)
     properties["grinder.duration"] = int((max(seconds, most_s) + 60) * 1000)   # the safety net
-    start_ms = now_ms()
-    pool = ctx.pool
     try:
-        if pool is not None:   # the run's warm workers: they warm up with the target
-            pool.fit(watch, processes, threads)
-            pool.ensure(watch, properties, collect.pool_log_folder(ctx.dir.name, str(start_ms)))
-            workers = dict(pool.workers)
-            watch.call(lambda: watch.client.recording("zero"))
-            first = pool.hand_over(watch, order_properties(properties, processes, threads, log_folder,
-                                                           step.rate is not None))
-        else:
-            workers = watch.start(properties, processes * len(ctx.agents))
-            first = watch.first_report(start_ms + 60_000, workers)
-        interval = ctx.sample_interval_s
-        # A warm-up shorter than its horizon (a fixed one) is judged over what it has: all but the
-        # console's first samples, which the load began inside (ConsoleWatch.until_steady).
-        horizon_s = min(horizon_s, max(seconds, most_s) - 3 * interval)
-        found = watch.until_steady(workers, first + int(seconds * 1000), first + int(max(seconds, most_s) * 1000),
-                                   interval, horizon_s, f"warming {step.target} up",
-                                   judge=lambda tps, _mean: steady.settled(tps, interval, horizon_s))
-        verdict = {"settled": found["steady"], "reason": found["reason"], "horizon_s": horizon_s}
+        first = ctx.workers.begin(watch, properties, Layout(processes, threads, log_folder, step.rate is not None))
+        # Judged over what it has, at most the horizon: a fixed warm-up shorter than its horizon too.
+        bucket = steady.SETTLE_BUCKET_S
+        found = watch.until_steady(first.workers, first.first_report_ms + int(seconds * 1000),
+                                   first.first_report_ms + int(max(seconds, most_s) * 1000),
+                                   bucket, horizon_s, f"warming {step.target} up",
+                                   judge=lambda tps, _mean: steady.settling(tps, bucket, horizon_s))
+        verdict = warm_verdict(found, horizon_s)
+        target = ctx.targets[step.target]
+        if target.kind == "esb" and target.esb:   # an engine that keeps an account: what it said at the verdict
+            account = esb.read_account(target.esb, *target.address)
+            if account is not None:
+                verdict["account"] = account
         totals = statistics(watch.call(watch.client.data))
-        if pool is not None:
-            pool.idle(watch, STOP_WAIT_S)
+        ctx.workers.end_step()
     except BaseException:
-        if pool is not None:
-            pool.discard(watch)
+        ctx.workers.discard()
         raise
-    finally:
-        if pool is None:
-            watch.stop_quietly()
-    if pool is None:
-        watch.call(lambda: watch.client.recording("stop"))
-        watch.call(lambda: watch.client.wait_workers_finished(set(workers), STOP_WAIT_S))
     home = ctx.dir / FOLDER
-    collect.bring_home(workers.values(), log_folder, home / layout.LOGS, ctx.fetchers, workers_stay=pool is not None)
+    ctx.workers.bring_home(log_folder, home / layout.LOGS)
     shutil.rmtree(home, ignore_errors=True)
     return totals, verdict
 

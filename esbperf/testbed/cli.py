@@ -15,6 +15,20 @@ from esbperf.core.errors import EsbperfError
 from esbperf.testbed import EMULATED, check, down, fault, hosts, load, status, up
 from esbperf.testbed.hosts import host_commands
 
+def _esb_setting_option():
+    return click.option("--esb-setting", "esb_settings", multiple=True, metavar="NAME=VALUE",
+                        help="A setting of the engine started (engine.yaml `settings`, e.g. work=1100 for the "
+                             "reference engine; repeatable); a restart keeps it.")
+
+
+def _engine_settings(tb: topology.Testbed, esb: str | None, pairs: tuple[str, ...]) -> dict[str, dict]:
+    """--esb-setting pairs checked against the engine `testbed start` starts (default: the first port's)."""
+    from esbperf.services.esb import settings_for
+
+    chosen = esb or next(iter(tb.hosts["esb"].esb_ports), None)
+    return settings_for([chosen] if chosen else [], pairs) if pairs else {}
+
+
 def _option(default: str):
     return click.option("--testbed", "testbed_name", metavar="NAME|FILE", default=default, show_default=True,
                         help="Testbed description: a name in console-config/testbeds or a file.")
@@ -89,12 +103,14 @@ def install_command(testbed_name: str) -> None:
 @testbed.command("start")
 @_option("local")
 @click.option("--esb", help="The ESB to start on the esb host (default: the first in hosts.esb.esb_ports).")
-def start_command(testbed_name: str, esb: str | None) -> None:
+@_esb_setting_option()
+def start_command(testbed_name: str, esb: str | None, esb_settings: tuple[str, ...]) -> None:
     """Start every host's services in the background (over ssh where a host has `ssh:`), each
     checked ready; on any failure what was started is stopped again."""
     tb = topology.load(testbed_name)
+    settings = _engine_settings(tb, esb, esb_settings)
     click.echo(f"testbed: {tb.cpu_split()}")
-    started = hosts.start(tb, esb, echo=lambda line: click.echo(f"started {line}"))
+    started = hosts.start(tb, esb, echo=lambda line: click.echo(f"started {line}"), settings=settings)
     click.echo(f"testbed start: {len(started)} service(s) running; `esbperf testbed stop --testbed {testbed_name}` "
                "stops them")
 
@@ -178,13 +194,15 @@ def check_command(testbed_name: str, target_name: str | None, roles: tuple[str, 
 @testbed.command("commands")
 @_option("local")
 @click.option("--esb", help="The ESB to start on the esb host (default: the first in hosts.esb.esb_ports).")
-def commands_command(testbed_name: str, esb: str | None) -> None:
+@_esb_setting_option()
+def commands_command(testbed_name: str, esb: str | None, esb_settings: tuple[str, ...]) -> None:
     """Print the commands to start on each host (each in its own terminal or service unit)."""
     tb = topology.load(testbed_name)
     if esb and esb not in tb.hosts["esb"].esb_ports:
         raise EsbperfError(f"{tb.path}: hosts.esb.esb_ports has no port for '{esb}' "
                            f"(known: {', '.join(tb.hosts['esb'].esb_ports) or 'none'})")
-    for role, argvs in host_commands(tb, testbed_name, esb).items():
+    settings = _engine_settings(tb, esb, esb_settings)
+    for role, argvs in host_commands(tb, testbed_name, esb, settings).items():
         host = tb.hosts[role]
         click.echo(f"# {role} ({host.address}{', namespace ' + tb.netns(role) if tb.emulated else ''})")
         for argv in argvs:

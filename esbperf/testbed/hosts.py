@@ -30,7 +30,7 @@ from esbperf.core.topology import Testbed
 from esbperf.services import console
 from esbperf.services.agent import WORKER_MAIN
 from esbperf.services.echo import MAIN_CLASS as ECHO_MAIN
-from esbperf.services.esb import ENGINES, FLOORS
+from esbperf.services.esb import ENGINES, FLOORS, setting_arguments
 from esbperf.testbed import ssh as sshmod
 
 # An engine's first start on a busy 2-core machine can take a while (Spring Integration's most).
@@ -69,12 +69,14 @@ def engines_on_esb_host(testbed: Testbed, esb: str | Sequence[str] | None, floor
 
 
 def plan(testbed: Testbed, esb: str | Sequence[str] | None, testbed_arg: Callable[[str], str], watch: bool = True,
-         floors: bool = False) -> list[Service]:
+         floors: bool = False, settings: dict[str, dict[str, object]] | None = None) -> list[Service]:
     """Every service of the testbed in the order they start, host by host: the back ends, the ESB
     (with `floors`: then each floor with a port in the testbed), the client (console first, then
     its agent), the load hosts; each host's monitor after its services (watch: the monitor also
     samples the host's service processes: on the esb host, those of every engine it has a port
-    for; on the client and load hosts, the agents' worker JVMs). `testbed_arg(role)`: the --testbed argument as that host sees the file."""
+    for; on the client and load hosts, the agents' worker JVMs). `testbed_arg(role)`: the --testbed argument as that host sees the file.
+    `settings`: by engine, the settings it starts with (esb.settings_for), on its command line, so a
+    restart (a fork, `restart: per-step`) starts it with the same."""
     esbs = engines_on_esb_host(testbed, esb, floors)
     services = []
     for role in [*BACKENDS, "esb", "client", *(r for r in testbed.load_roles if r != "client")]:
@@ -85,7 +87,9 @@ def plan(testbed: Testbed, esb: str | Sequence[str] | None, testbed_arg: Callabl
                                                    f"{host.address}:{host.echo_port}", "--runtime", testbed.echo_runtime),
                                     (host.address, host.echo_port)))
         elif role == "esb":
-            services += [Service(role, f"esb-{name}", ("esbperf", "esb", name, *f), (host.address, host.esb_ports[name]))
+            services += [Service(role, f"esb-{name}", ("esbperf", "esb", name, *f,
+                                                       *setting_arguments((settings or {}).get(name, {}))),
+                                 (host.address, host.esb_ports[name]))
                          for name in esbs]
         elif role == "client":
             services.append(Service(role, "console", ("esbperf", "console", *f), (testbed.api_host, testbed.api_port)))
@@ -106,12 +110,13 @@ def plan(testbed: Testbed, esb: str | Sequence[str] | None, testbed_arg: Callabl
     return services
 
 
-def host_commands(testbed: Testbed, file_arg: str, esb: str | None = None) -> dict[str, list[list[str]]]:
+def host_commands(testbed: Testbed, file_arg: str, esb: str | None = None,
+                  settings: dict[str, dict[str, object]] | None = None) -> dict[str, list[list[str]]]:
     """What to start by hand on each host, in order (wrapped for the namespaces and CPUs when the
     testbed is emulated): what `esbperf testbed commands` prints."""
     commands: dict[str, list[list[str]]] = {}
     # Each monitor watches its host's service JVMs (--match), so a run started by hand gets their CPU too.
-    for s in plan(testbed, esb, lambda role: file_arg, floors=True):
+    for s in plan(testbed, esb, lambda role: file_arg, floors=True, settings=settings):
         commands.setdefault(s.role, []).append(testbed.command(s.role, list(s.argv)))
     return commands
 
@@ -238,10 +243,11 @@ class Started:
 
 
 def start(testbed: Testbed, esb: str | None = None, echo: Callable[[str], None] = print,
-          root: Path | None = None) -> list[Started]:
+          root: Path | None = None, settings: dict[str, dict[str, object]] | None = None) -> list[Started]:
     """Start every service of the testbed on its host; print a line per service as it answers.
     On any failure (a host that cannot be reached, a port in use, a service that dies on start)
-    stop what this call started and raise one line naming the host and the cause."""
+    stop what this call started and raise one line naming the host and the cause. `settings`: by
+    engine, the settings it starts with."""
     esb = esb or next(iter(testbed.hosts["esb"].esb_ports), None)   # as `testbed commands` chooses
     if esb and esb not in testbed.hosts["esb"].esb_ports:
         raise EsbperfError(f"{testbed.path}: hosts.esb.esb_ports has no port for '{esb}' "
@@ -253,7 +259,7 @@ def start(testbed: Testbed, esb: str | None = None, echo: Callable[[str], None] 
             raise outcome
     started: list[Started] = []
     try:
-        for service in plan(testbed, esb, lambda role: hosts[role].testbed_arg(), floors=True):
+        for service in plan(testbed, esb, lambda role: hosts[role].testbed_arg(), floors=True, settings=settings):
             host = hosts[service.role]
             ready = ["--ready", service.where, "--timeout", str(START_TIMEOUT_S)] if service.ready else []
             record = host.request(["start", "--name", service.name, *ready, "--", *service.argv],

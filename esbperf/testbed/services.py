@@ -59,13 +59,15 @@ def esb_restarter(group: procs.ProcessGroup, testbed: Testbed) -> Callable[[str]
     return restart
 
 
-def start(testbed: Testbed, esb: str | Sequence[str] | None, workdir: Path, echo=print) -> procs.ProcessGroup:
+def start(testbed: Testbed, esb: str | Sequence[str] | None, workdir: Path, echo=print,
+          settings: dict[str, dict[str, object]] | None = None) -> procs.ProcessGroup:
     """Start everything, with on the esb host the engine `esb` (or each of several: a round starts
-    every engine it measures at once); on any failure stop what was started and raise."""
+    every engine it measures at once), each with its `settings` (by engine); on any failure stop
+    what was started and raise. A restart (esb_restarter) runs the same command: the same settings."""
     esb = esb or next(iter(testbed.hosts["esb"].esb_ports), None)   # as host_commands chooses
     group = procs.ProcessGroup()
     try:
-        for service in hosts.plan(testbed, esb, lambda role: str(testbed.path)):
+        for service in hosts.plan(testbed, esb, lambda role: str(testbed.path), settings=settings):
             role = service.role
             argv = [part for token in testbed.command(role, list(service.argv))
                     for part in ([sys.executable, "-m", "esbperf"] if token == "esbperf" else [token])]

@@ -9,7 +9,7 @@ Starts the local testbed's services through the CLI's own launcher (what `esbper
 monitors) and runs one plan of every scenario through the runner, `--rounds` iterations. The ESB is
 measured as two targets, step after step: `camel` with the workers learning right answers
 (`esbperf.fastcheck.learn=true`, the default) and `camel-no-learning` without (`false`: the client
-before issue 23.2, which judged every json and xslt answer in Jython); the runner rotates their
+before its learned fast checks, which judged every json and xslt answer in Jython); the runner rotates their
 order each iteration, so each scenario's two figures are taken side by side.
 
 The load is the open model, `--rate` requests per second served by a pool of `--users` threads, so

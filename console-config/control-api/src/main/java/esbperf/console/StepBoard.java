@@ -103,6 +103,9 @@ final class StepBoard {
       nextProperties.put(e.getKey(), e.getValue().asText());
     }
     final long leaseMs = lease(root);
+    if (next < 1) {   // refused before anything changes: a running run's key stays on the board
+      throw new ApiError(400, "seq must be a whole number of 1 or more");
+    }
     synchronized (lock) {
       if (given.equals(key) && next <= seq) {
         throw new ApiError(409, "order " + next + " is not after the board's order " + seq);
@@ -110,9 +113,6 @@ final class StepBoard {
       if (!given.equals(key)) {
         key = given;
         workers.clear();
-      }
-      if (next < 1) {
-        throw new ApiError(400, "seq must be a whole number of 1 or more");
       }
       seq = next;
       kind = nextKind;
@@ -182,9 +182,11 @@ final class StepBoard {
   // --- the workers' side: the board's own listener -------------------------------------------
 
   /**
-   * A worker's poll, GET /order?key=K&worker=NAME&state=STATE&have=H: records STATE and, while
-   * the board's order is still H, waits up to {@link #HOLD_MS} for the next; answers the order as
-   * Java properties text (seq, kind and the esbperf.* properties), or 409 for a key of no run.
+   * A worker's poll, GET /order?key=K&worker=NAME&state=STATE&have=H[&begun=B&takes=T]: records
+   * STATE (and how many of the worker's threads the current step counts, T, and how many have
+   * begun their part in it, B) and, while the board's order is still H, waits up to
+   * {@link #HOLD_MS} for the next; answers the order as Java properties text (seq, kind and the
+   * esbperf.* properties), or 409 for a key of no run.
    */
   String poll(Map<String, String> query) throws ApiError, InterruptedException {
     final String given = query.getOrDefault("key", "");
@@ -206,6 +208,14 @@ final class StepBoard {
       final Map<String, Object> state = new LinkedHashMap<>();
       state.put("state", query.getOrDefault("state", ""));
       state.put("at_ms", clock.getAsLong());
+      for (String count : new String[] {"begun", "takes"}) {
+        try {
+          state.put(count, Long.parseLong(query.getOrDefault(count, "")));
+        }
+        catch (NumberFormatException e) {
+          // a worker that does not count its threads: the runner takes its word that they are in
+        }
+      }
       workers.put(worker, state);
       final long until = System.currentTimeMillis() + HOLD_MS;
       for (long left; seq == have && !END.equals(currentKind()) && (left = until - System.currentTimeMillis()) > 0; ) {

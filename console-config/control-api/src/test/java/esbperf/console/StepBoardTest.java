@@ -80,6 +80,33 @@ class StepBoardTest {
   }
 
   @Test
+  void anOrderRefusedForItsNumberLeavesTheRunningRunsKey() throws Exception {
+    order(3, "step", "");
+    poll(-1, "adopted:3");
+    for (String seq : new String[] {"0", "-1", "\"x\""}) {
+      final ApiError e = assertThrows(ApiError.class, () -> board.order(json(
+          "{\"key\":\"another-run-key-0000\",\"seq\":" + seq + ",\"kind\":\"idle\",\"lease_s\":60}")));
+      assertEquals(400, e.status);
+    }
+    final Properties p = poll(3, "adopted:3");   // not told to end: its run still holds the board
+    assertEquals("3", p.getProperty("seq"));
+    assertEquals("step", p.getProperty("kind"));
+  }
+
+  @Test
+  void aPollsThreadCountsAreKeptForTheRunner() throws Exception {
+    order(1, "step", "");
+    board.poll(Map.of("key", KEY, "worker", "w-0", "have", "-1", "state", "adopted:1", "begun", "3", "takes", "5"));
+    board.poll(Map.of("key", KEY, "worker", "w-1", "have", "-1", "state", "adopted:1"));
+    @SuppressWarnings("unchecked")
+    final Map<String, Map<String, Object>> workers = (Map<String, Map<String, Object>>)
+        ((Map<String, Object>) board.status()).get("workers");
+    assertEquals(3L, workers.get("w-0").get("begun"));
+    assertEquals(5L, workers.get("w-0").get("takes"));
+    assertTrue(!workers.get("w-1").containsKey("begun"), "a worker that does not count its threads says nothing");
+  }
+
+  @Test
   void aWorkerOfAnotherRunIsToldToEnd() throws Exception {
     order(1, "idle", "");
     final ApiError e = assertThrows(ApiError.class, () -> board.poll(Map.of("key", "another-run-key-0000",

@@ -25,6 +25,7 @@ public final class Order {
   private volatile boolean over;
   int threads;          // guarded by the Steps lock
   int entered;          // threads that took part, for the step's closing line
+  int begun;            // threads that began their part (Steps#begun)
   Object shared;        // what the script builds once per step for all its threads
 
   public Order(long seq, String kind, Map<String, String> properties) {

@@ -45,6 +45,7 @@ public final class StepLogs implements Steps.Logs {
   private final File base;
   private FileAppender<ILoggingEvent> workerStep;
   private FileAppender<ILoggingEvent> dataStep;
+  private List<String> startLines;
 
   /**
    * @param logDirectory the worker's own grinder.logDirectory, as the runner gave it (the agent
@@ -103,7 +104,10 @@ public final class StepLogs implements Steps.Logs {
       throw new IOException("cannot make " + folder);
     }
     final File workerFile = new File(folder, name + ".log");
-    Files.write(workerFile.toPath(), startLines(), StandardCharsets.UTF_8);
+    if (startLines == null) {   // read once, before any step: later lines of the process are no step's start
+      startLines = startLines();
+    }
+    Files.write(workerFile.toPath(), startLines, StandardCharsets.UTF_8);
     final PatternLayoutEncoder pattern = new PatternLayoutEncoder();
     pattern.setContext(context);
     pattern.setPattern(PATTERN);

@@ -21,9 +21,13 @@ import java.util.function.Consumer;
  * transaction, whose data-log row Grinder has written by then — its logs are closed
  * ({@link Logs#close}), complete on disk; then the new step's logs are opened and the new order
  * becomes current. The process tells the board "adopted:N" only after all that, so the runner
- * knows from it both that order N holds and that every older step's logs are whole.</p>
+ * knows from it both that order N holds and that every older step's logs are whole. Each poll
+ * also says how many of the process's threads the current step counts ("takes", by the process's
+ * place: {@link Order#takes}) and how many have begun their part so far ("begun": ready to send,
+ * or found they cannot take part); while some are still to come, the process polls at once every
+ * {@link #JOINING_POLL_MILLIS}, so the runner starts the step's clock when the last one has.</p>
  *
- * <p>Threads use {@link #current}, {@link #enter}, {@link #leave} and {@link #awaitOther}.
+ * <p>Threads use {@link #current}, {@link #enter}, {@link #begun}, {@link #leave} and {@link #awaitOther}.
  * A board that stops answering for {@code lostAfterMillis}, or that no longer knows the run's
  * key, ends the run for this process: its threads stop, and so does the process.</p>
  */
@@ -38,6 +42,8 @@ public final class Steps {
 
   /** The worker log's last line of a step whose logs are whole (the runner looks for it: esbperf/run/collect.py). */
   public static final String CLOSED = "closed normally:";
+  /** How often a process whose threads are still joining the step tells the board how many have begun. */
+  static final long JOINING_POLL_MILLIS = 20;
   private static final long RETRY_MILLIS = 200;
   private static final int READ_TIMEOUT_MILLIS = 15_000;
 
@@ -52,6 +58,9 @@ public final class Steps {
   private volatile Order current = new Order(0, Order.IDLE, Map.of());
   private volatile String state = "ready";
   private volatile Thread poller;
+  private int agent;
+  private int process;
+  private int threads;
 
   /**
    * @param url             the board's GET /order address
@@ -70,9 +79,16 @@ public final class Steps {
     this.log = log;
   }
 
-  /** Start polling the board (once). */
-  public synchronized void start() {
+  /**
+   * Start polling the board (once), as the process {@code process} (from the first) of agent
+   * {@code agent}, with {@code threads} worker threads: what it tells the board of its threads'
+   * part in each step.
+   */
+  public synchronized void start(int agent, int process, int threads) {
     if (poller == null) {
+      this.agent = agent;
+      this.process = process;
+      this.threads = threads;
       poller = new Thread(this::run, "esbperf-steps");
       poller.setDaemon(true);
       poller.start();
@@ -93,6 +109,18 @@ public final class Steps {
       order.threads++;
       order.entered++;
       return true;
+    }
+  }
+
+  /**
+   * A thread that entered {@code order} has begun its part: its first transaction comes next (in
+   * the open model, once its schedule gives it a ticket), or it found it cannot take part at all.
+   * A new worker's thread can take seconds from entering to here on a busy client (its first
+   * request's objects built by Jython, interpreted): the step's clock waits for the last one.
+   */
+  public void begun(Order order) {
+    synchronized (lock) {
+      order.begun++;
     }
   }
 
@@ -125,12 +153,36 @@ public final class Steps {
     return state;
   }
 
+  /** How many of this process's threads {@code order} counts. */
+  int takes(Order order) {
+    int count = 0;
+    for (int thread = 0; thread < threads; thread++) {
+      count += order.takes(agent, process, thread) ? 1 : 0;
+    }
+    return count;
+  }
+
+  /** Whether some threads the current step counts have not begun their part in it yet. */
+  private boolean joining() {
+    final Order order = current;
+    if (!order.isStep() || order.isOver()) {
+      return false;
+    }
+    synchronized (lock) {
+      return order.begun < takes(order);
+    }
+  }
+
   private void run() {
     long failingSince = -1;
     while (true) {
       Order next;
       try {
-        next = poll(current.getSeq());
+        final boolean joining = joining();
+        if (joining) {
+          sleep(JOINING_POLL_MILLIS);
+        }
+        next = poll(joining ? -1 : current.getSeq());   // -1: the board answers at once
         failingSince = -1;
       }
       catch (Refused e) {
@@ -219,7 +271,13 @@ public final class Steps {
   }
 
   private Order poll(long have) throws IOException {
-    final String query = "key=" + enc(key) + "&worker=" + enc(worker) + "&state=" + enc(state) + "&have=" + have;
+    final Order order = current;
+    final int begun;
+    synchronized (lock) {
+      begun = order.begun;
+    }
+    final String query = "key=" + enc(key) + "&worker=" + enc(worker) + "&state=" + enc(state) + "&have=" + have
+        + "&begun=" + begun + "&takes=" + takes(order);
     final HttpURLConnection c = (HttpURLConnection) URI.create(url + "?" + query).toURL().openConnection();
     c.setConnectTimeout(5000);
     c.setReadTimeout(READ_TIMEOUT_MILLIS);

@@ -28,11 +28,13 @@ class StepsTest {
     volatile String answer = "seq=1\nkind=idle\n";
     volatile int status = 200;
     final List<String> states = Collections.synchronizedList(new ArrayList<>());
+    final List<String> queries = Collections.synchronizedList(new ArrayList<>());
 
     Board() throws IOException {
       server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 16);
       server.createContext("/order", exchange -> {
         final String query = exchange.getRequestURI().getQuery();
+        queries.add(query);
         for (String pair : query.split("&")) {
           if (pair.startsWith("state=")) {
             states.add(java.net.URLDecoder.decode(pair.substring(6), StandardCharsets.UTF_8));
@@ -90,7 +92,7 @@ class StepsTest {
   void aThreadLeftOutWaitsForTheNextOrderWithoutSpinning() throws Exception {
     try (Board board = new Board()) {
       final Steps steps = new Steps(board.url(), "key", "w-0", new Recorded(), 5000, 5000, line -> { });
-      steps.start();
+      steps.start(0, 0, 2);
       await(() -> steps.current().getSeq() == 1);
       final Order idle = steps.current();
       final long began = System.nanoTime();
@@ -104,7 +106,7 @@ class StepsTest {
     try (Board board = new Board()) {
       final Recorded logs = new Recorded();
       final Steps steps = new Steps(board.url(), "key", "w-0", logs, 5000, 5000, line -> { });
-      steps.start();
+      steps.start(0, 0, 2);
       board.answer = "seq=2\nkind=step\nesbperf.step.processes=1\nesbperf.step.threads=2\nesbperf.users=2\n";
       await(() -> steps.current().getSeq() == 2);
       final Order step = steps.current();
@@ -127,10 +129,59 @@ class StepsTest {
   }
 
   @Test
+  void aProcessTellsTheBoardHowManyOfItsThreadsHaveBegunTheStepUntilAllHave() throws Exception {
+    try (Board board = new Board()) {
+      // The second process of agent 1, of 3 threads; 2 x 3 per agent and 11 users: agent 1 holds
+      // users 6-10, its second process users 9 and 10 (its threads 0 and 1).
+      final Steps steps = new Steps(board.url(), "key", "w-0", new Recorded(), 5000, 5000, line -> { });
+      steps.start(1, 1, 3);
+      board.answer = "seq=2\nkind=step\nesbperf.step.processes=2\nesbperf.step.threads=3\nesbperf.users=11\n";
+      await(() -> steps.current().getSeq() == 2);
+      final Order step = steps.current();
+      assertEquals(2, steps.takes(step));
+      await(() -> board.queries.stream().anyMatch(q -> q.contains("state=adopted:2") && q.contains("begun=0&takes=2")));
+      assertTrue(steps.enter(step));
+      assertTrue(steps.enter(step));
+      Thread.sleep(100);
+      assertTrue(board.queries.stream().noneMatch(q -> q.contains("begun=1")), "entered is not begun");
+      steps.begun(step);
+      await(() -> board.queries.stream().anyMatch(q -> q.contains("begun=1&takes=2")));
+      steps.begun(step);
+      await(() -> board.queries.stream().anyMatch(q -> q.contains("begun=2&takes=2")));
+      board.answer = "seq=3\nkind=idle\n";
+      steps.leave(step);
+      steps.leave(step);
+      await(() -> board.queries.stream().anyMatch(q -> q.contains("state=adopted:3") && q.contains("takes=0")));
+    }
+  }
+
+  @Test
+  void aJoiningProcessPollsOftenAndAJoinedOneWaitsForTheBoard() throws Exception {
+    try (Board board = new Board()) {
+      board.answer = "seq=2\nkind=step\nesbperf.step.processes=1\nesbperf.step.threads=2\nesbperf.users=2\n";
+      final Steps steps = new Steps(board.url(), "key", "w-0", new Recorded(), 5000, 5000, line -> { });
+      steps.start(0, 0, 2);
+      await(() -> steps.current().getSeq() == 2);
+      await(() -> board.queries.stream().anyMatch(q -> q.contains("have=-1")));
+      final Order step = steps.current();
+      for (int thread = 0; thread < 2; thread++) {
+        steps.enter(step);
+        steps.begun(step);
+      }
+      await(() -> board.queries.stream().anyMatch(q -> q.contains("begun=2")));
+      Thread.sleep(50);
+      final int begun = board.queries.size();
+      await(() -> board.queries.size() >= begun + 3);
+      final List<String> after = new ArrayList<>(board.queries.subList(begun, board.queries.size()));
+      assertTrue(after.stream().allMatch(q -> q.contains("have=2")), "every thread in: polls name the order held " + after);
+    }
+  }
+
+  @Test
   void anOpenModelSchedulesSleepersWakeWhenTheStepIsOver() throws Exception {
     try (Board board = new Board()) {
       final Steps steps = new Steps(board.url(), "key", "w-0", new Recorded(), 5000, 5000, line -> { });
-      steps.start();
+      steps.start(0, 0, 2);
       board.answer = "seq=2\nkind=step\n";
       await(() -> steps.current().getSeq() == 2);
       final Order step = steps.current();
@@ -154,7 +205,7 @@ class StepsTest {
   void aBoardThatForgetsTheRunEndsIt() throws Exception {
     try (Board board = new Board()) {
       final Steps steps = new Steps(board.url(), "key", "w-0", new Recorded(), 5000, 5000, line -> { });
-      steps.start();
+      steps.start(0, 0, 2);
       await(() -> steps.current().getSeq() == 1);
       board.status = 409;
       await(() -> steps.current().isEnd());

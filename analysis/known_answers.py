@@ -1,0 +1,277 @@
+"""esbperf's judgments held against known answers (`esbperf selftest`): each judgment's error rate,
+with its count and a 95 % interval, from runs whose truth is known — the reference engine's set
+work per request and warm-up curve (esb-projects/reference), two runs of one target (A/A), a known
+difference of work.
+
+A rate is a number of wrong answers out of a number of judgments; its interval is Clopper and
+Pearson's exact binomial interval (scipy), which assumes the judgments independent: the verdicts
+of one comparison share its two runs, so each rate says how many comparisons its verdicts came
+from, and the table counts those too. known-answers.csv holds a row per rate; its markdown table is
+what docs/benchmarks/known-answers.md publishes."""
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+import polars as pl
+from scipy import stats as scipy_stats
+
+from esbperf.analysis import verdicts as verdicts_module
+
+CONFIDENCE = 0.95
+FIGURES = tuple(verdicts_module.FIGURES)          # tps, p50, p99
+# How far the reference's speed may still move after a warm-up judged settled (its known curve).
+STILL_MOVING = 0.05
+
+
+@dataclass(frozen=True)
+class Rate:
+    """`hits` of `count` judgments of `check` did what the `judgment` says (an error, or, with
+    `at_least`, a right answer); `goal` the highest (with `at_least`, the lowest) share that passes."""
+
+    check: str
+    judgment: str
+    hits: int
+    count: int
+    goal: float | None = None
+    at_least: bool = False      # the rate is of right answers: at least `goal`
+    units: str = ""             # what the count counts, and what it came from
+    note: str = ""
+
+    @property
+    def rate(self) -> float | None:
+        return self.hits / self.count if self.count else None
+
+    def interval(self) -> tuple[float | None, float | None]:
+        if not self.count:
+            return None, None
+        found = scipy_stats.binomtest(self.hits, self.count).proportion_ci(CONFIDENCE, method="exact")
+        return float(found.low), float(found.high)
+
+    @property
+    def met(self) -> bool | None:
+        if self.goal is None or self.rate is None:
+            return None
+        return self.rate >= self.goal if self.at_least else self.rate <= self.goal
+
+    def row(self) -> dict:
+        low, high = self.interval()
+        return {"check": self.check, "judgment": self.judgment, "hits": self.hits, "count": self.count,
+                "rate": _round(self.rate), "ci_low": _round(low), "ci_high": _round(high),
+                "goal": "" if self.goal is None else f"{'≥' if self.at_least else '≤'} {self.goal:.0%}",
+                "met": "" if self.met is None else "yes" if self.met else "no", "units": self.units,
+                "note": self.note}
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
+
+
+def _percent(x: float | None) -> str:
+    return "–" if x is None else f"{x * 100:.1f} %"
+
+
+# --- A/A: two runs of one target ----------------------------------------------------------------
+
+@dataclass
+class Comparison:
+    """One `esbperf compare` of two runs: its verdicts.csv and its gate's exit code."""
+
+    name: str
+    verdicts: pl.DataFrame
+    second: str = ""                     # the run compared against the first (its run folder's name)
+    gate_exit: int | None = None
+    truth: dict[tuple, dict[str, float]] = field(default_factory=dict)   # (payload_bytes, users) -> figure -> B÷A
+
+
+def _judged(frame: pl.DataFrame, figure: str) -> pl.DataFrame:
+    """The verdicts of one figure that have an interval (the others judged nothing)."""
+    rows = frame.filter(pl.col("figure") == figure)
+    return rows.filter(pl.col("ratio_low").is_not_null() & pl.col("ratio_high").is_not_null())
+
+
+def aa_rates(check: str, comparisons: list[Comparison]) -> list[Rate]:
+    """A/A: a difference called shown is wrong, whatever its direction (both sides are the same
+    target); per figure and over all; and the gate at its limits failing, per comparison."""
+    out = []
+    where = f"{len(comparisons)} comparison(s) of two runs"
+    every = []
+    for figure in FIGURES:
+        rows = [r for c in comparisons for r in _judged(c.verdicts, figure).iter_rows(named=True)]
+        every += rows
+        out.append(Rate(check, f"{figure}: a difference called shown", sum(bool(r["shown"]) for r in rows),
+                        len(rows), 0.05, units=f"verdicts, from {where}"))
+    out.append(Rate(check, "any figure: a difference called shown", sum(bool(r["shown"]) for r in every),
+                    len(every), 0.05, units=f"verdicts, from {where}"))
+    gated = [c for c in comparisons if c.gate_exit is not None]
+    if gated:
+        out.append(Rate(check, "the gate at 5 % fails (exit 1)", sum(c.gate_exit == 1 for c in gated), len(gated), 0.05,
+                        units="comparisons",
+                        note=f"{sum(c.gate_exit == 3 for c in gated)} not judged (exit 3)"))
+    return out
+
+
+# --- a known difference ---------------------------------------------------------------------------
+
+def _step_key(row: dict) -> tuple:
+    return row["payload_bytes"], row["users"]
+
+
+def difference_rates(check: str, comparisons: list[Comparison]) -> list[Rate]:
+    """A known difference (B does more work than A): each verdict's sign against the truth's (TPS
+    lower, p50 and p99 higher), and whether its interval of B ÷ A covers the truth measured apart
+    (Comparison.truth, e.g. wrk over long windows)."""
+    out = []
+    for figure in FIGURES:
+        signs, covered = [], []
+        for c in comparisons:
+            for r in _judged(c.verdicts, figure).iter_rows(named=True):
+                truth = c.truth.get(_step_key(r), {}).get(figure)
+                if truth is None:
+                    continue
+                ratio = _b_over_a(r, c.second)
+                if ratio is None:
+                    continue
+                low, high = sorted(_b_over_a(r, c.second, bound) for bound in ("ratio_low", "ratio_high"))
+                expected_up = truth > 1
+                signs.append(bool(r["shown"]) and (ratio > 1) == expected_up)
+                covered.append(low <= truth <= high)
+        where = f"verdicts, from {len(comparisons)} comparison(s)"
+        out.append(Rate(check, f"{figure}: the difference shown, with the right sign", sum(signs), len(signs), 0.95,
+                        at_least=True, units=where))
+        out.append(Rate(check, f"{figure}: the 95 % interval covers the truth", sum(covered), len(covered), 0.90,
+                        at_least=True, units=where))
+    return out
+
+
+def _b_over_a(row: dict, second: str, column: str = "ratio") -> float | None:
+    """The verdict's ratio (verdicts.csv: a ÷ b) as the second run's figure ÷ the first's."""
+    value = row[column]
+    if value is None or value <= 0:
+        return None
+    return value if row["a_run"] == second else 1 / value
+
+
+# --- a target's warm-up -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Warming:
+    """One fork's target warm-up: how long it ran, its outcome, and what the engine said of itself
+    at its end (its account: the work's factor then, its CPU per request)."""
+
+    fork: int
+    seconds: float
+    outcome: str
+    reason: str
+    remaining: float | None = None      # how far its speed still had to move (known curve), share
+
+
+def remaining_move(account: dict | None) -> float | None:
+    """How much faster the reference will still get after this moment, from its own account
+    (esb-projects/reference, GET /reference/stats): the work's factor now (f), the work's CPU per
+    request at factor 1 (w, measured at its start) and the rest of its CPU per request so far (o:
+    its process's CPU less the work's and the start-up measurement's): (f·w + o) ÷ (w + o) − 1."""
+    if not account:
+        return None
+    try:
+        factor = float(account["factor"])
+        work_us = float(account["work_us_per_request"])
+        requests = float(account["requests"])
+        calibration_s = float((account.get("work_calibration") or {}).get("cpu_s") or 0)
+        other_us = (float(account["process_cpu_s"]) - float(account["work_cpu_s"]) - calibration_s) * 1e6 / requests
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return None
+    return (factor * work_us + max(0.0, other_us)) / (work_us + max(0.0, other_us)) - 1
+
+
+def warmup_rates(flat: list[Warming], falling: list[Warming], within_s: float = 60.0) -> list[Rate]:
+    out = []
+    if flat:
+        late = [w for w in flat if not (w.outcome == "settled" and w.seconds <= within_s)]
+        times = sorted(w.seconds for w in flat if w.outcome == "settled")
+        median = times[len(times) // 2] if times else None
+        out.append(Rate("warm-up: flat reference", f"judged settled within {within_s:g} s of load",
+                        len(flat) - len(late), len(flat), 0.90, at_least=True, units="forks",
+                        note=f"median {median:g} s" if median is not None else "none settled"))
+    if falling:
+        wrong = [w for w in falling if w.outcome == "settled" and (w.remaining is None or w.remaining > STILL_MOVING)]
+        out.append(Rate("warm-up: reference falling 20 % over 180 s",
+                        f"judged settled while its speed still moves by more than {STILL_MOVING:.0%}",
+                        len(wrong), len(falling), 0.10, units="forks",
+                        note="; ".join(f"fork {w.fork}: {w.outcome} at {w.seconds:g} s"
+                                       + ("" if w.remaining is None else f", {w.remaining:+.1%} to go")
+                                       for w in falling)))
+    return out
+
+
+def warmings(run_info: dict) -> list[Warming]:
+    """Each fork's target warm-up from a run's run.json (`target_warmup`: the last scenario's entry
+    carries the verdict)."""
+    out = []
+    for entry in run_info.get("target_warmup") or []:
+        for t in entry.get("targets") or []:
+            if "outcome" not in t and "steady" not in t:
+                continue
+            outcome = t.get("outcome") or ("settled" if t.get("steady") else "not resolved")
+            out.append(Warming(int(t.get("fork") or 1), float(t.get("seconds") or 0), outcome, t.get("reason", ""),
+                               remaining_move(t.get("account"))))
+    return out
+
+
+# --- valid steps ----------------------------------------------------------------------------------
+
+def valid_rates(check: str, summary: pl.DataFrame) -> list[Rate]:
+    """The share of steps marked valid, and for each warning the share of steps it names (a step of
+    several rows counts once)."""
+    steps = summary.unique(subset=["run", "step_dir"], keep="first")
+    n = steps.height
+    valid = steps.filter(pl.col("valid") == "yes").height
+    out = [Rate(check, "steps marked valid", valid, n, 0.95, at_least=True, units="steps")]
+    named: dict[str, int] = {}
+    for v in steps["valid"].to_list():
+        for kind in ([] if v in (None, "yes") else str(v).split(";")):
+            named[kind] = named.get(kind, 0) + 1
+    for kind, count in sorted(named.items(), key=lambda kv: -kv[1]):
+        out.append(Rate(check, f"steps named by `{kind}`", count, n, units="steps"))
+    return out
+
+
+# --- the table ------------------------------------------------------------------------------------
+
+COLUMNS = ("check", "judgment", "hits", "count", "rate", "ci_low", "ci_high", "goal", "met", "units", "note")
+
+
+def write_csv(rates: Iterable[Rate], path: Path) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
+        for r in rates:
+            writer.writerow(r.row())
+
+
+def markdown(rates: Iterable[Rate]) -> str:
+    """The table docs/benchmarks/known-answers.md publishes: each rate with its count and interval."""
+    lines = ["| check | judgment | rate | 95 % interval | count | goal | met |", "|---|---|---|---|---|---|---|"]
+    for r in rates:
+        low, high = r.interval()
+        met = "" if r.met is None else "yes" if r.met else "**no**"
+        lines.append(f"| {r.check} | {r.judgment} | {_percent(r.rate)} | {_percent(low)}–{_percent(high)} | "
+                     f"{r.hits} of {r.count} {r.units}{f' ({r.note})' if r.note else ''} | "
+                     f"{'' if r.goal is None else ('≥ ' if r.at_least else '≤ ') + f'{r.goal:.0%}'} | {met} |")
+    return "\n".join(lines) + "\n"
+
+
+def read_rates(path: Path) -> list[dict]:
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def binomial_note() -> str:
+    return (f"Intervals: Clopper–Pearson {CONFIDENCE:.0%} (exact binomial), assuming the judgments independent; "
+            "verdicts of one comparison share its two runs, so the count of comparisons is given beside them.")
+
+
+__all__ = ["Rate", "Comparison", "Warming", "aa_rates", "difference_rates", "warmup_rates", "warmings",
+           "remaining_move", "valid_rates", "write_csv", "markdown", "binomial_note"]

@@ -1,0 +1,81 @@
+"""A target's warm-up judged against its own noise (esbperf/core/steady.py `settling`): settled, still
+moving, or not resolved; and the series it judges counted from the console's cumulative totals by
+time (`bucket_rates`). The rates of its wrong answers on a real engine of known warm-up are measured
+by `esbperf selftest` (docs/benchmarks/known-answers.md); these pin the rule's behaviour."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from esbperf.core import steady
+
+BUCKET = steady.SETTLE_BUCKET_S
+
+
+def noisy(level, seconds: int, sigma: float, seed: int) -> list[float]:
+    """Throughput per second around `level` (a number, or a function of the second)."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(seconds) + 0.5
+    base = level(t) if callable(level) else np.full(seconds, float(level))
+    return list(base * (1 + rng.normal(0, sigma, seconds)))
+
+
+def test_a_flat_series_with_a_few_per_cent_of_noise_settles_within_a_minute():
+    settled = [steady.settling(noisy(5000, 60, 0.02, seed), BUCKET, 60) for seed in range(40)]
+    assert sum(s.outcome == steady.SETTLED for s in settled) >= 36
+    s = settled[0]
+    assert "within ±4 %/min" in s.reason and s.low < s.slope < s.high
+
+
+def test_a_series_still_climbing_by_more_than_the_margin_is_still_moving():
+    # 80 % -> 100 % over three minutes: about 7 % of the level per minute.
+    climbing = noisy(lambda t: 4000 + 1000 * t / 180, 180, 0.02, 3)
+    found = steady.settling(climbing, BUCKET, 60)
+    assert found.outcome == steady.MOVING and "still climbing" in found.reason and found.low > steady.SETTLE_RATE
+    falling = noisy(lambda t: 5000 - 1000 * t / 180, 180, 0.02, 4)
+    assert steady.settling(falling, BUCKET, 60).outcome == steady.MOVING
+
+
+def test_too_short_or_too_noisy_is_not_resolved_and_says_what_would_resolve_it():
+    short = steady.settling(noisy(5000, 8, 0.02, 5), BUCKET, 60)
+    assert short.outcome == steady.UNRESOLVED and "needed" in short.reason
+    rough = steady.settling(noisy(5000, 25, 0.15, 6), BUCKET, 60)
+    assert rough.outcome == steady.UNRESOLVED
+    assert rough.resolve_s is not None and rough.resolve_s > rough.judged_s and "would resolve it" in rough.reason
+
+
+def test_a_climb_that_ended_is_not_taken_for_a_trend_of_what_follows():
+    # A JIT's climb over the first 20 s, then flat: judged from its last change of level on.
+    series = noisy(lambda t: np.where(t < 20, 2000 + 150 * t, 5000), 80, 0.02, 8)
+    found = steady.settling(series, BUCKET, 60)
+    assert found.outcome == steady.SETTLED, found.reason
+    assert found.judged_s <= 62
+
+
+def test_one_passing_look_is_not_enough():
+    """Settled needs this look and the one a bucket before: the test asked every second until it
+    passes would pass by chance sooner than its level says."""
+    rng = np.random.default_rng(11)
+    series = list(5000 * (1 + rng.normal(0, 0.02, 60)))
+    for now in range(12, 61):
+        found = steady.settling(series[:now], BUCKET, 60)
+        if found.steady:
+            assert steady._look(np.array(series[:now - 1]), BUCKET, 60).steady
+            break
+
+
+def test_rates_come_from_cumulative_counts_by_time_so_a_missed_poll_costs_resolution_not_truth():
+    # 1,000 transactions a second, reported in 50-ms lumps; polled every 100 ms from t = 0, some polls missed.
+    def count(ms: float) -> float:
+        return 50 * (ms // 50)
+    polls = [(float(ms), count(ms), count(ms) * 300.0) for ms in range(0, 10_001, 100) if not 3000 < ms < 4700]
+    tps, mean = steady.bucket_rates(polls, 0.0, 1.0)
+    assert len(tps) == 10
+    assert sum(tps) == pytest.approx(count(10_000), rel=1e-9)       # nothing lost, nothing counted twice
+    assert all(abs(v - 1000) <= 50 for i, v in enumerate(tps) if i not in (3, 4))
+    assert tps[3] + tps[4] == pytest.approx(2000, abs=50)          # the missed polls: spread, not dropped
+    assert all(m == pytest.approx(300.0) for m in mean)
+
+
+def test_no_whole_bucket_yet_is_no_rate():
+    assert steady.bucket_rates([(0.0, 0.0, 0.0), (400.0, 40.0, 0.0)], 0.0, 1.0) == ([], [])
