@@ -291,7 +291,7 @@ def interval(sample: Sample, confidence: float = CONFIDENCE) -> Interval:
     if spread is None:
         return _none(value, [sample], "a figure of 0: no interval on its scale")
     se = math.sqrt(spread.variance)
-    return Interval(value, value * math.exp(-q * se), value * math.exp(q * se), sample.fork_count, n, n - 1,
+    return Interval(value, *_widened(value, q * se), sample.fork_count, n, n - 1,
                     sample.one_fork, se, log=True)
 
 
@@ -313,7 +313,7 @@ def _two(a: Sample, b: Sample, log: bool, confidence: float, memo: dict | None) 
     df = welch_df([(ours.variance, ours.units - 1), (theirs.variance, theirs.units - 1)])
     se = math.sqrt(ours.variance + theirs.variance)
     q = t_quantile((1 + confidence) / 2, df)
-    low, high = (value * math.exp(-q * se), value * math.exp(q * se)) if log else (value - q * se, value + q * se)
+    low, high = _widened(value, q * se) if log else (value - q * se, value + q * se)
     return Interval(value, low, high, min(a.fork_count, b.fork_count), min(ours.units, theirs.units), df,
                     a.one_fork or b.one_fork, se, log)
 
@@ -473,7 +473,14 @@ HIGHER_IS_BETTER = {"tps": True, "capacity": True, "p50": False, "p90": False, "
 FIGURE_NAMES = {"tps": "TPS", "capacity": "capacity", "p50": "p50", "p90": "p90", "p99": "p99", "mean": "mean"}
 
 
+def _widened(value: float, reach: float) -> tuple[float, float]:
+    """value ÷ e^reach and value × e^reach: an interval symmetric in the log; past any float, no bound."""
+    return (value * math.exp(-reach), value * math.exp(reach)) if reach < 700 else (0.0, math.inf)
+
+
 def _percent(x: float) -> str:
+    if not math.isfinite(x):
+        return "∞"
     x = 100 * x
     return f"{x:.0f}" if abs(x) >= 10 else f"{x:.1f}"
 
@@ -516,8 +523,8 @@ def at_confidence(found: Interval, confidence: float) -> Interval:
     if not found.has_interval or found.se is None or found.df is None or found.value is None:
         return found
     q = t_quantile((1 + confidence) / 2, found.df)
-    if found.log:
-        low, high = found.value * math.exp(-q * found.se), found.value * math.exp(q * found.se)
+    if found.log:   # a unit or two of wild spread at a family's level: a bound past any float is no bound
+        low, high = _widened(found.value, q * found.se)
     else:
         low, high = found.value - q * found.se, found.value + q * found.se
     return Interval(found.value, low, high, found.forks, found.units, found.df, found.one_fork, found.se, found.log,

@@ -66,6 +66,7 @@ class Ratio:
     low: float | None
     high: float | None
     row: int
+    confidence: float = 0.95   # its interval's level: a family's verdicts are printed at their adjusted one
 
 
 @dataclass
@@ -113,14 +114,15 @@ def _interval(low: float | None, high: float | None, text=ms_text) -> str:
 
 
 def _ratio_interval(r: Ratio | None) -> str:
-    """`95 %: 20–24 %`, `95 %: 12–18×`: a verdict's interval, as share_text words its ends."""
+    """`95 %: 20–24 %`, `99.2 %: 12–18×`: a verdict's interval at its level, as share_text words its ends."""
     if r is None or r.low is None or r.high is None:
         return ""
     low, high = share_text(r.low), share_text(r.high)
+    level = f"{r.confidence * 100:.3g} %"
     for unit in (" %", "×"):
         if low.endswith(unit) and high.endswith(unit):
-            return f"95 %: {low.removesuffix(unit)}–{high}"
-    return f"95 %: {low} to {high}"
+            return f"{level}: {low.removesuffix(unit)}–{high}"
+    return f"{level}: {low} to {high}"
 
 
 def _kinds(rows: Iterable[dict]) -> str:
@@ -186,7 +188,7 @@ class _Verdicts:
             if flip:
                 value = 1 / value
                 low, high = (None, None) if low is None or high is None or not low or not high else (1 / high, 1 / low)
-            return Ratio(figure, value, low, high, n)
+            return Ratio(figure, value, low, high, n, r.get("confidence") or 0.95)
         return None
 
 

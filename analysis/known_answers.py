@@ -19,6 +19,7 @@ import polars as pl
 from scipy import stats as scipy_stats
 
 from esbperf.analysis import verdicts as verdicts_module
+from esbperf.core import steady
 
 CONFIDENCE = 0.95
 FIGURES = tuple(verdicts_module.FIGURES)          # tps, p50, p99
@@ -119,6 +120,28 @@ def _step_key(row: dict) -> tuple:
     return row["payload_bytes"], row["users"]
 
 
+TRUTH_COLUMNS = {"tps": "tps", "p50": "p50_ms", "p99": "p99_ms"}   # a figure, and wrk's column for it
+
+
+def pooled_truth(pairs: list[tuple[list[dict], list[dict]]]) -> dict[tuple, dict[str, float]]:
+    """The truth of a known difference, B ÷ A per load (payload bytes, users) and figure: the mean
+    of wrk's figures over every pair's runs on each side (each run's wrk windows after it)."""
+    sides: dict[tuple, tuple[dict[str, list], dict[str, list]]] = {}
+    for truth_a, truth_b in pairs:
+        for side, found in ((0, truth_a), (1, truth_b)):
+            for load in found:
+                if "skipped" in load:
+                    continue
+                key = (load["payload_bytes"], load["users"])
+                for figure, column in TRUTH_COLUMNS.items():
+                    if load.get(column):
+                        sides.setdefault(key, ({}, {}))[side].setdefault(figure, []).append(float(load[column]))
+    truth = {}
+    for key, (a, b) in sides.items():
+        truth[key] = {f: (sum(b[f]) / len(b[f])) / (sum(a[f]) / len(a[f])) for f in TRUTH_COLUMNS if a.get(f) and b.get(f)}
+    return truth
+
+
 def difference_rates(check: str, comparisons: list[Comparison]) -> list[Rate]:
     """A known difference (B does more work than A): each verdict's sign against the truth's (TPS
     lower, p50 and p99 higher), and whether its interval of B ÷ A covers the truth measured apart
@@ -158,65 +181,118 @@ def _b_over_a(row: dict, second: str, column: str = "ratio") -> float | None:
 
 @dataclass(frozen=True)
 class Warming:
-    """One fork's target warm-up: how long it ran, its outcome, and what the engine said of itself
-    at its end (its account: the work's factor then, its CPU per request)."""
+    """One fork's target warm-up, as it ran (`seconds`, `outcome`) and as this code's rule judges
+    its recorded throughput series, replayed second by second from its least on: when it first
+    calls it settled (`settled_at`, seconds of load; None: never), its answer at the series' end
+    (`final`), and how far the engine's speed still had to move at that moment (`remaining`: from
+    the reference's known curve and its own account, None for an engine without one)."""
 
     fork: int
     seconds: float
     outcome: str
     reason: str
-    remaining: float | None = None      # how far its speed still had to move (known curve), share
+    settled_at: float | None = None
+    final: str = ""
+    remaining: float | None = None
 
 
-def remaining_move(account: dict | None) -> float | None:
-    """How much faster the reference will still get after this moment, from its own account
-    (esb-projects/reference, GET /reference/stats): the work's factor now (f), the work's CPU per
-    request at factor 1 (w, measured at its start) and the rest of its CPU per request so far (o:
-    its process's CPU less the work's and the start-up measurement's): (f·w + o) ÷ (w + o) − 1."""
+def _other_us(account: dict) -> float:
+    """The reference's CPU per request besides its work (its process's less the work's and the
+    start-up measurement's), µs."""
+    calibration_s = float((account.get("work_calibration") or {}).get("cpu_s") or 0)
+    spent = float(account["process_cpu_s"]) - float(account["work_cpu_s"]) - calibration_s
+    return max(0.0, spent * 1e6 / float(account["requests"]))
+
+
+def remaining_move(account: dict | None, factor: float | None = None) -> float | None:
+    """How much faster the reference will still get, from its own account (esb-projects/reference,
+    GET /reference/stats): with the work's factor (f: `factor`, else the account's own, of its
+    moment), the work's CPU per request at factor 1 (w, measured at its start) and the rest of its
+    CPU per request (o): (f·w + o) ÷ (w + o) − 1."""
     if not account:
         return None
     try:
-        factor = float(account["factor"])
+        f = float(account["factor"]) if factor is None else factor
         work_us = float(account["work_us_per_request"])
-        requests = float(account["requests"])
-        calibration_s = float((account.get("work_calibration") or {}).get("cpu_s") or 0)
-        other_us = (float(account["process_cpu_s"]) - float(account["work_cpu_s"]) - calibration_s) * 1e6 / requests
+        other_us = _other_us(account)
     except (KeyError, TypeError, ValueError, ZeroDivisionError):
         return None
-    return (factor * work_us + max(0.0, other_us)) / (work_us + max(0.0, other_us)) - 1
+    return (f * work_us + other_us) / (work_us + other_us) - 1
 
 
-def warmup_rates(flat: list[Warming], falling: list[Warming], within_s: float = 60.0) -> list[Rate]:
-    out = []
-    if flat:
-        late = [w for w in flat if not (w.outcome == "settled" and w.seconds <= within_s)]
-        times = sorted(w.seconds for w in flat if w.outcome == "settled")
-        median = times[len(times) // 2] if times else None
-        out.append(Rate("warm-up: flat reference", f"judged settled within {within_s:g} s of load",
-                        len(flat) - len(late), len(flat), 0.90, at_least=True, units="forks",
-                        note=f"median {median:g} s" if median is not None else "none settled"))
-    if falling:
-        wrong = [w for w in falling if w.outcome == "settled" and (w.remaining is None or w.remaining > STILL_MOVING)]
-        out.append(Rate("warm-up: reference falling 20 % over 180 s",
-                        f"judged settled while its speed still moves by more than {STILL_MOVING:.0%}",
-                        len(wrong), len(falling), 0.10, units="forks",
-                        note="; ".join(f"fork {w.fork}: {w.outcome} at {w.seconds:g} s"
-                                       + ("" if w.remaining is None else f", {w.remaining:+.1%} to go")
-                                       for w in falling)))
-    return out
+def _factor_at(account: dict, seconds: float) -> float | None:
+    """The reference's work factor `seconds` after its first proxied request (its settings' curve)."""
+    settings = account.get("settings") or {}
+    try:
+        start, span = float(settings.get("warmup-factor", 1)), float(settings.get("warmup-s", 0))
+        step_at, step = float(settings.get("step-at", 0)), float(settings.get("step-factor", 1))
+    except (TypeError, ValueError):
+        return None
+    f = 1 + (start - 1) * max(0.0, 1 - seconds / span) if span > 0 else 1.0
+    return f * (step if step_at > 0 and seconds >= step_at else 1.0)
+
+
+def replay(tps: list[float], bucket_s: float, horizon_s: float, least_s: float) -> tuple[float | None, str]:
+    """When the warm-up would end under steady.settling, asked once a bucket as the runner asks it
+    (settled, and no sooner than `least_s`: seconds of load), and its answer over the whole series."""
+    for n in range(1, len(tps) + 1):
+        if steady.settling(tps[:n], bucket_s, horizon_s).steady:
+            return max(n * bucket_s, least_s), steady.SETTLED
+    return None, steady.settling(tps, bucket_s, horizon_s).outcome
 
 
 def warmings(run_info: dict) -> list[Warming]:
-    """Each fork's target warm-up from a run's run.json (`target_warmup`: the last scenario's entry
-    carries the verdict)."""
+    """Each fork's target warm-up from a run's run.json (`target_warmup`: the entry of the last
+    load carries the verdict, the series and the engine's account), replayed (Warming)."""
     out = []
     for entry in run_info.get("target_warmup") or []:
         for t in entry.get("targets") or []:
             if "outcome" not in t and "steady" not in t:
                 continue
             outcome = t.get("outcome") or ("settled" if t.get("steady") else "not resolved")
+            tps, account = t.get("tps") or [], t.get("account")
+            bucket = float(t.get("bucket_s") or steady.SETTLE_BUCKET_S)
+            settled_at, final = replay(tps, bucket, float(t.get("horizon_s") or 60), float(t.get("least_s") or 0)) \
+                if tps else (None, outcome)
+            remaining = None
+            if account and settled_at is not None:
+                # The series' buckets run from the warm-up's first read; the account was read at its last.
+                since = account.get("seconds_since_first_request")
+                if since is not None:
+                    factor = _factor_at(account, float(since) - len(tps) * bucket + settled_at)
+                    remaining = remaining_move(account, factor)
             out.append(Warming(int(t.get("fork") or 1), float(t.get("seconds") or 0), outcome, t.get("reason", ""),
-                               remaining_move(t.get("account"))))
+                               settled_at, final, remaining))
+    return out
+
+
+def warmup_rates(flat: list[Warming], falling: list[Warming], within_s: float = 60.0,
+                 falling_label: str = "reference falling 20 % over 180 s") -> list[Rate]:
+    """A flat reference: how often it is judged settled within `within_s` of load, and how often
+    judged still moving (a false fault: its steps would be spoiled); one whose work falls: how often
+    it is judged settled while its speed still had more than STILL_MOVING to go."""
+    out = []
+    if flat:
+        soon = [w for w in flat if w.settled_at is not None and w.settled_at <= within_s]
+        times = sorted(w.settled_at for w in flat if w.settled_at is not None)
+        median = times[len(times) // 2] if times else None
+        out.append(Rate("warm-up: flat reference", f"judged settled within {within_s:g} s of load",
+                        len(soon), len(flat), 0.90, at_least=True, units="forks",
+                        note=(f"settled in {len(times)} of {len(flat)} by the end, median {median:g} s"
+                              if median is not None else "none settled") + "; " +
+                        ", ".join(f"{w.final}" for w in flat if w.settled_at is None)))
+        moving = [w for w in flat if w.final == steady.MOVING]
+        out.append(Rate("warm-up: flat reference", "judged still moving (its steps spoiled: a false fault)",
+                        len(moving), len(flat), 0.05, units="forks"))
+    if falling:
+        wrong = [w for w in falling if w.settled_at is not None and (w.remaining is None or w.remaining > STILL_MOVING)]
+        out.append(Rate(f"warm-up: {falling_label}",
+                        f"judged settled while its speed still moves by more than {STILL_MOVING:.0%}",
+                        len(wrong), len(falling), 0.10, units="forks",
+                        note="; ".join(f"fork {w.fork}: " + (f"settled at {w.settled_at:g} s" if w.settled_at is not None
+                                                             else w.final)
+                                       + ("" if w.remaining is None else f", {w.remaining:+.1%} to go")
+                                       for w in falling)))
     return out
 
 

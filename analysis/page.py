@@ -23,6 +23,7 @@ from esbperf import __version__
 from esbperf.analysis import compare as comparing
 from esbperf.analysis import forks, graphs
 from esbperf.analysis import headline as headlines
+from esbperf.analysis.verdicts import family_line
 from esbperf.analysis.runs import Run
 from esbperf.analysis.stats import KEYS, LATENCY_PERCENTILES, MIN_ITERATIONS_FOR_CI, PERCENTILES
 from esbperf.core.steady import PERCENTILE_CONFIDENCE, min_transactions
@@ -264,8 +265,8 @@ def _bound_note(agg: pl.DataFrame) -> str:
     return ("<p class=\"muted\">Bound: what saturated during the step (its title: the figures it was decided "
             "from). <em>engine</em>: the target's own processes at their host's cores; <em>none</em>: nothing "
             "saturated. <em>link</em>, <em>back ends</em>, <em>client</em>: a limit of the testbed, so the step "
-            "measures that limit, not the target; it is not invalid for that (a client at its limit is, and says "
-            "so in the validity warnings).</p>")
+            "measures that limit, not the target, and its TPS is the target's at least; it is not invalid for "
+            "that.</p>")
 
 
 def _marks(r: dict) -> list[str]:
@@ -598,9 +599,12 @@ def _verdicts_section(analysis: "Analysis") -> str:
     if verdicts is not None and verdicts.height:
         one_fork = bool(verdicts["one_fork"].any())
         beside = any(g.thesis for g in analysis.graphs)
-        out.append("<p class=\"muted\">Each pair of series at each step, judged on the 95 % interval of the ratio "
+        out.append("<p class=\"muted\">" + escape(family_line(verdicts)) + ". "
+                   "Each pair of series at each step, judged on the interval of the ratio "
                    "of their figures with the engine process as the unit (the forks; docs/analysis.md, \"Forks: "
-                   "the process as the unit\"): a difference is named only when its interval leaves out a ratio of 1"
+                   "the process as the unit\"), the family's false discoveries held to 5 % (Benjamini–Hochberg; "
+                   "the intervals printed at the level that matches): a difference is named only when its interval "
+                   "leaves out a ratio of 1"
                    + ("; with one fork the interval is over the iterations of one process and leaves out the "
                       "variance between processes, which the sentence says" if one_fork else "")
                    + ". Nothing is ranked on point estimates. "

@@ -226,7 +226,8 @@ def thesis_run(run_dir: Path, target: str, rows_per_step: int, files: int = 2, i
 # --- a round's runs: several targets interleaved, as `esbperf round` runs them (tests/test_round.py) ---
 
 ROUND_ENGINES = {"nginx": ("floor", "nginx:"), "haproxy": ("floor", "haproxy -db -f"),
-                 "camel": ("ESB", "org.apache.camel.main.Main"), "synapse": ("ESB", "org.apache.synapse.SynapseServer")}
+                 "camel": ("ESB", "org.apache.camel.main.Main"), "synapse": ("ESB", "org.apache.synapse.SynapseServer"),
+                 "reference": ("reference", "esbperf.reference.ReferenceMain")}
 
 
 def round_run(run_dir: Path, plan_name: str, targets: dict[str, float], scenarios: list[str],

@@ -19,7 +19,7 @@ LISTED = 8   # steps named per warning; the rest are counted
 # 2 cores that took about 10 s after the workers' first report (docs/grinder.md, "Warm workers"); a
 # step measured sooner reads low at 1 user and at saturation -- when that compiling takes the
 # target's cores. On cores of its own the client's compiling left the figures at 0.95-1.01 of wrk's.
-WORKER_JIT_S = 10
+WORKER_JIT_S = steady.WORKER_JIT_S
 
 
 def _step_name(row: dict) -> str:
@@ -73,10 +73,11 @@ def _steps(rows: list[dict]) -> list[tuple[str, str]]:
 # step's `bound` says it. `bottlenecks`: what an analysis from before bounds called a saturated host
 # (Round 1's published files have it in their `valid`).
 BOUND_KINDS = ("client-bound", "bottlenecks")
-# Warnings that are notes, not faults: the bounds, and a target warm-up that ended not resolved (its
+# Warnings that are notes, not faults: the bounds (and the client's threads its bound starved), and a
+# target warm-up that ended not resolved (its
 # trend neither inside nor surely outside the margin: steady.settling) — only one still moving, or
 # a target never warmed, spoils a step.
-NOTE_KINDS = (*BOUND_KINDS, "target-warm-unresolved")
+NOTE_KINDS = (*BOUND_KINDS, "client-starved-threads", "target-warm-unresolved")
 
 
 def faults(valid: str | None) -> list[str]:
@@ -96,6 +97,12 @@ def step_verdicts(warnings: list[ValidityWarning]) -> dict[tuple[str, str], list
             if w.kind not in named.setdefault(step, []):
                 named[step].append(w.kind)
     return named
+
+
+def client_side_bound(row: dict) -> bool:
+    """Whether a step was bound on the client's side: its client (workers), or its cores shared with
+    the back ends full (one machine): what a saturated client leaves undone in time is its bound's."""
+    return bool(row.get("client_bound")) or row.get("bound") in ("client", "backends")
 
 
 def sharing_cpus(run: Run, roles: list[str] | tuple[str, ...] = ROLES) -> list[str]:
@@ -249,7 +256,9 @@ def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
         out.append(_about("network-faults", faulty, "step", "ran while a network fault was emulated on a link "
                           "(`esbperf testbed fault`: loss, delay), so they measure the fault, not the ESB",
                           lambda r: r["network_faults"]))
-    busy = [r for r in steps if (r.get("esb_neighbours_cpu_mean") or 0) > NEIGHBOURS_BUSY_PERCENT]
+    # Only where the esb host's cores carry the step: an ESB's, or direct's when the echoes share them.
+    busy = [r for r in steps if (r.get("esb_neighbours_cpu_mean") or 0) > NEIGHBOURS_BUSY_PERCENT
+            and (r["target"] != BASELINE_TARGET or any(by_name[r["run"]].share_cores(ESB, ws) for ws in BACKENDS))]
     if busy:
         out.append(_about("busy-neighbours", busy, "step", "measured while engines on the esb host that were not "
                           f"their target used more than {NEIGHBOURS_BUSY_PERCENT:g} % of a core (still compiling "
@@ -279,11 +288,21 @@ def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
         out.append(_about("no-transactions", empty, "step", "with no successful transaction in their measurement "
                           "window", lambda r: f"{r['log_files']} data log(s)"))
     idle = [r for r in steps if r["log_files"] and r["threads_seen"] < r["users"]]
+    starved = [r for r in idle if client_side_bound(r)]   # the client's own bound: its threads starved
+    if starved:
+        out.append(_about("client-starved-threads", starved, "step", "whose client, at its bound, starved some "
+                          "of its threads for the whole window (they took part in the step, but started no "
+                          "transaction in the window): the target had less load than the step claims, and its "
+                          "figure is the client's bound, `at least` (a note, as the bound is)",
+                          lambda r: f"{r['threads_seen']} of {r['users']} threads in the window"))
+    idle = [r for r in idle if not client_side_bound(r)]
     if idle:
         out.append(_about("idle-threads", idle, "step", "where fewer threads than users started a transaction in "
                           "the window, so the target had less load than the step claims",
                           lambda r: f"{r['threads_seen']} of {r['users']} threads; {r['threads_by_file']}"))
-    unaccounted = [r for r in rows if little_disagrees(r)]
+    # On a step whose client side was its bound (its cores full), Little's law and the console's count
+    # miss what the saturated client did not do in time: the bound says so (a note), not a fault.
+    unaccounted = [r for r in rows if little_disagrees(r) and not client_side_bound(r)]
     if unaccounted:
         out.append(_about("littles-law", unaccounted, "closed-model step", f"where Little's law does not hold "
                           f"within {LITTLE_TOLERANCE:.0%}: users ≠ (starts / window) × (mean time per transaction + "
@@ -317,7 +336,7 @@ def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
                                    f"step(s): {_named(items)}", "malformed-data-lines",
                                    f"Malformed or cut-short data log lines skipped ({total} lines)", items,
                                    steps=_steps(broken)))
-    disagree = [r for r in rows if r["console_check"] == "disagrees"]
+    disagree = [r for r in rows if r["console_check"] == "disagrees" and not client_side_bound(r)]
     if disagree:
         out.append(_about("console-count", disagree, "step", "whose data logs and the console's statistics "
                           f"disagree by more than {CONSOLE_TOLERANCE:.0%}: the console counted what the workers "

@@ -227,8 +227,10 @@ def synthetic_round(folder: Path, iterations: int = 3, slower: dict | None = Non
 
 @pytest.fixture(scope="module")
 def published_round(tmp_path_factory) -> Path:
-    """Three iterations; direct's 20-user proxy step of iteration 2 measured beside a busy neighbour."""
-    return synthetic_round(tmp_path_factory.mktemp("published"), busy={("direct", "proxy", 20, 2)})
+    """Three iterations; camel's 20-user proxy step of iteration 3 (which drifts) measured beside a busy neighbour on
+    the esb host (direct's steps are not touched by one: its echoes have cores of their own)."""
+    return synthetic_round(tmp_path_factory.mktemp("published"), busy={("camel", "proxy", 20, 3),
+                                                                        ("direct", "proxy", 1, 2)})
 
 
 def skeleton(path: Path) -> Path:
@@ -249,10 +251,12 @@ def test_the_pages_ratios_are_the_pooled_figures_over_the_reference_and_their_sp
     assert f.value == pytest.approx(agg[("cbr", 20, "camel")]["rt_p99_ms"] / agg[("cbr", 20, "direct")]["rt_p99_ms"])
     each = [its[("cbr", 20, "camel", i)]["rt_p99_ms"] / its[("cbr", 20, "direct", i)]["rt_p99_ms"] for i in (1, 2, 3)]
     assert (f.low, f.high) == pytest.approx((min(each), max(each))) and f.iterations == 3
-    # direct's proxy 20-user iteration 2 ran beside a busy neighbour: the ratio's value, as its interval, is
-    # of the other iterations; its spread still shows all three.
+    # camel's proxy 20-user iteration 3 ran beside a busy neighbour: the ratio's value, as its interval, is
+    # of the other iterations; its spread still shows all three. direct's 1-user iteration 2 had one too,
+    # on the esb host's cores, which direct does not use: it is kept.
     f = found[(pages.VS_DIRECT, "p99", "proxy", 20, "camel")]
-    assert "direct: left out: it2 (busy-neighbours)" in f.left_out and f.value == f.interval.value
+    assert "camel: left out: it3 (busy-neighbours" in f.left_out and f.value == f.interval.value
+    assert "busy" not in found[(pages.VS_DIRECT, "p99", "proxy", 1, "camel")].left_out
     each = [its[("proxy", 20, "camel", i)]["rt_p99_ms"] / its[("proxy", 20, "direct", i)]["rt_p99_ms"] for i in (1, 2, 3)]
     assert (f.low, f.high) == pytest.approx((min(each), max(each)))
     # The best floor: the highest TPS, the lowest percentile, of the floors of that step.
@@ -296,8 +300,8 @@ def test_the_page_marks_invalid_steps_and_keeps_the_hand_written_rules(published
     assert page.endswith(pages.END + "\n\nAfter, by hand.\n") and "(old figures)" not in page
     proxy = page[page.index("### proxy, 1KB"):page.index("### cbr, 1KB")]
     rows = {tuple(c.strip() for c in line.split("|")[1:3]): line for line in proxy.splitlines()[4:]}
-    assert rows[("20", "direct")].rstrip(" |").endswith("**busy-neighbours**")
-    assert rows[("20", "camel")].rstrip(" |").endswith("direct not valid**")   # its ratios to direct hold that step
+    assert rows[("20", "camel")].rstrip(" |").endswith("**busy-neighbours; drift**")
+    assert rows[("1", "direct")].endswith("| yes |")   # a neighbour busy on cores direct does not use
     assert rows[("1", "camel")].endswith("| yes |")
     assert "| 20 | camel | " in proxy and "(" in rows[("20", "camel")]   # figures with their spread
     capacity = page[page.index("### Capacity"):page.index("### The cross-check")]

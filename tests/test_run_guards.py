@@ -163,7 +163,7 @@ def test_the_run_command_exits_3_when_the_run_ends_but_its_report_fails(grinder,
 
     def failing(*args, **kwargs):
         raise RuntimeError("the test breaks the report")
-    monkeypatch.setattr(report, "write_report", failing)
+    monkeypatch.setattr(report, "build_report", failing)
     with pytest.raises(SystemExit) as e:
         main(["run", "--plan", str(plan), "--target", "direct", "--testbed", str(testbed_file),
               "--out", str(tmp_path / "results")])

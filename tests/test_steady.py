@@ -53,7 +53,7 @@ def test_the_warm_up_tests_look_as_the_runner_does():
     assert INTERVAL_S == ConsoleConfig.load().sample_interval_ms / 1000 == 0.25
     parameters = inspect.signature(synthetic.window_opens).parameters
     assert all(parameters[p].default is inspect.Parameter.empty for p in ("horizon_s", "interval_s"))
-    assert HORIZONS == [2, 3, 4, 5, 300]
+    assert HORIZONS == [2, 4, 5, 300]
 
 
 # --- the warm-up test ------------------------------------------------------------------------------

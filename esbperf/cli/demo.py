@@ -26,6 +26,7 @@ from esbperf.run import runner
 from esbperf.core.config import state_dir
 from esbperf.core.errors import EsbperfError
 from esbperf.core.project import CONTROL_API, GRINDER_HOME, HTTP_CLIENT, JAXWS_ECHO, MONITOR, ensure_built
+from esbperf.results import layout
 from esbperf.services.esb import ENGINES, ESBS, REFERENCES, settings_for
 
 DEMO_PLANS = ("demo-payload", "demo-concurrency", "demo-open")
@@ -58,20 +59,56 @@ def run_demo(testbed_name: str | Path, esb: str, out: Path, console: Console,
     the_plans = [plans.load(name) for name in plan_names]
     demo_dir = out.resolve() / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
     demo_dir.mkdir(parents=True, exist_ok=False)
+    targets = [esb, "direct"]
     with launched(testbed, esb, state_dir() / demo_dir.name, console, ssh=ssh, settings=settings) as launcher:
         runs: list[Path] = []
-        for the_plan in the_plans:
+        for n, the_plan in enumerate(the_plans):
+            if the_plan.model == "open" and runs:
+                the_plan = with_rates_of(the_plan, runs, esb, console)
             # The ESB and its baseline step by step in one run, so drift hits both alike; the client's
-            # calibration and the targets' warm-up are done once, by the first run (`after`).
+            # calibration and the targets' warm-up are done once, by the first run (`after`), under
+            # every closed load of the demo's plans (the open plan's rates are known only later; its
+            # payload is the concurrency sweep's).
             console.rule(f"{the_plan.name} → {esb} and direct")
-            runs.append(runner.start(the_plan, [esb, "direct"], testbed, demo_dir, console=console,
-                                     after=runs[-1] if runs else None, **launcher))
+            later = [s for p in the_plans[n + 1:] if p.model == "closed" for s in p.steps(targets)] if not runs else []
+            runs.append(runner.start(the_plan, targets, testbed, demo_dir, console=console,
+                                     after=runs[-1] if runs else None, also_warm=later, **launcher))
         from esbperf.analysis.headline import of_analysis, terminal_lines
         from esbperf.analysis.report import build_report   # matplotlib only once there is data
         report, analysis = build_report(runs, demo_dir / "report")
     for line in terminal_lines(of_analysis(analysis)):      # what the demo found, before its report's path
         console.print(line, markup=False, highlight=False)
     return report
+
+
+# The open sweep's rates: these shares of the most the ESB held at the open plan's payload in the
+# demo's closed sweeps, so that its latency is seen rising towards the engine's knee (the plan file's
+# own rates stand when no closed step measured that payload).
+OPEN_SHARES = (0.3, 0.6, 0.85)
+
+
+def held(runs: list[Path], target: str, payload_bytes: int) -> float | None:
+    """The highest TPS `target` held at `payload_bytes` in the closed steps of `runs` (the mean of
+    a load's iterations, from their step.json summaries); None when none measured it."""
+    by_load: dict[tuple, list[float]] = {}
+    for run in runs:
+        for path in (run / target).rglob("step.json"):
+            step = layout.read_json(path)
+            tps = (step.get("summary") or {}).get("tps")
+            if step.get("payload_bytes") == payload_bytes and step.get("rate") is None and tps:
+                by_load.setdefault((run.name, step.get("scenario"), step.get("users")), []).append(tps)
+    return max((sum(v) / len(v) for v in by_load.values()), default=None)
+
+
+def with_rates_of(plan: plans.Plan, runs: list[Path], esb: str, console: Console) -> plans.Plan:
+    """The open plan with its rates at OPEN_SHARES of what `esb` held at its payload so far."""
+    most = held(runs, esb, plan.sizes()[0])
+    if not most:
+        return plan
+    rates = sorted({max(1, round(most * share, -1 if most * share >= 100 else 0)) for share in OPEN_SHARES})
+    console.print(f"{plan.name}: rates {', '.join(map(str, rates))} per second: {', '.join(f'{s:.0%}' for s in OPEN_SHARES)} "
+                  f"of the {most:.0f} TPS {esb} held at {plans.size_label(plan.sizes()[0])} in the closed sweeps")
+    return plans.Plan.from_dict({**plan.to_dict(), "rates": rates}, f"{plan.name} (rates from the closed sweeps)")
 
 
 @click.command()

@@ -1,19 +1,21 @@
-"""`esbperf round`: a public round rerun with one command (console-config/rounds/<name>.yaml; Round 1's
-page and rules: docs/round-1/README.md).
+"""`esbperf round`: a public round rerun with one command (console-config/rounds/<name>.yaml; the
+rounds' pages and rules: docs/round-1/README.md, docs/round-2/README.md).
 
-    esbperf round [--quick] [--out DIR] [--publish]   measure the round, write its page, compare it
-    esbperf round --dry-run [--quick]                 its runs and estimated wall time; nothing started
-    esbperf round --from DIR [--publish]              a finished round's report, page and comparison again
+    esbperf round [--round NAME] [--quick] [--out DIR] [--publish]   measure the round, write its page, compare it
+    esbperf round [--round NAME] --dry-run [--quick]                 its runs and estimated wall time; nothing started
+    esbperf round [--round NAME] --from DIR [--publish]              a finished round's report, page and comparison again
 
 In order: build what is missing; bring the round's testbed up (the emulated one: root) and start
 the echo services and every engine the round measures on the esb host at once (the launcher of
 `esbperf demo`, esbperf/cli/launch.py); verify every target in every scenario it is measured in, at
 every payload, and keep the log (verification.csv); run the closed plan — split where the floors do
 not serve a scenario, each part one run of its targets interleaved, the independent client on the
-plan's cross_check_iterations — then every capacity search; stop everything; write the report of
-the closed runs, the capacity tables, and the round's page (the published page's rules with this
-round's figures); compare it with the published round. --publish copies what a published round
-holds into its folder (docs/round-1/), at most 20 MB."""
+plan's cross_check_iterations — then the control pair's second set of forks (a round with a
+`control`), then every capacity search; stop everything; write the report of the closed runs, the
+capacity tables, and the round's page (the published page's rules with this round's figures);
+compare it with the published round (on another machine: its ratios and verdicts, not its absolute
+figures). --publish copies what a published round holds into its folder (the round's `published`,
+e.g. docs/round-2/), at most 20 MB."""
 from __future__ import annotations
 
 import csv
@@ -33,7 +35,7 @@ from esbperf.core.config import AgentConfig, state_dir
 from esbperf.core.errors import EsbperfError
 from esbperf.core.project import CONTROL_API, GRINDER_HOME, HTTP_CLIENT, JAXWS_ECHO, MONITOR, ensure_built
 from esbperf.results import layout
-from esbperf.run import crosscheck, estimate, preflight, runner, warmup
+from esbperf.run import crosscheck, environment, estimate, preflight, runner, warmup
 from esbperf.run.verify import verify_target
 from esbperf.services import esb
 
@@ -43,8 +45,11 @@ MAX_PUBLISHED_BYTES = 20_000_000
 # What a published round holds (names or patterns under the round's folder; with them each run's
 # manifest, runs/<run>/run.json). The report's graphs as SVG only: its report.html shows those (write_report's embed_graphs=False), and PNG copies as well
 # would not fit the 20 MB.
-PUBLISHED = ("round.json", "verification.csv", "README.md", "figures.csv", "verdicts.csv", "report/report.html",
+PUBLISHED = ("round.json", "verification.csv", "README.md", "figures.csv", "verdicts.csv", "control.csv",
+             "report/report.html",
              "report/summary.csv", "report/aggregate.csv", "report/hlog.tar.gz", "report/graphs/*.svg", "capacity")
+# The parts that run a closed plan (the control pair's second set of forks is one), cross-checked alike.
+CLOSED_KINDS = ("closed", "control")
 # The capacity searches' starts are chosen within a quarter to a half of the capacities measured here:
 # the estimate assumes each capacity lies within 4 × its start rate.
 CAPACITY_OVER_START = 4
@@ -63,10 +68,29 @@ def parts_of(rnd: rounds.Round, quick: bool, testbed: topology.Testbed) -> list[
     return parts
 
 
-def engines_of(parts: list[rounds.Part], testbed: topology.Testbed) -> list[str]:
-    """The engines on the esb host that the round measures, in the order they are first measured."""
+def engines_of(parts: list[rounds.Part], testbed: topology.Testbed, reference: str | None = None) -> list[str]:
+    """The engines on the esb host that the round measures, in the order they are first measured; and
+    the round's reference engine (its `reference` target's), measured or not: its account says how
+    fast the machine is (machine_record)."""
     names = [testbed.target(t).esb for part in parts for t in part.targets if testbed.target(t).kind == "esb"]
+    if reference is not None and testbed.target(reference).kind == "esb":
+        names.append(testbed.target(reference).esb)
     return list(dict.fromkeys(names))
+
+
+def machine_record(testbed: topology.Testbed, reference: str | None) -> dict:
+    """round.json `machine`: this machine (its CPU model, cores; environment.describe) and what the
+    round's reference engine says of its own work here (its account: the µs of CPU its set work takes
+    per request, measured as it started), so that a rerun elsewhere can say how fast its machine is
+    for the same code."""
+    env = environment.describe()
+    record = {k: env.get(k) for k in ("cpu", "cores", "cpu_mhz", "cpu_frequency", "kernel", "java")}
+    if reference is not None:
+        target = testbed.target(reference)
+        account = esb.read_account(target.esb, *target.address) if target.kind == "esb" and target.esb else None
+        record["reference"] = {"target": reference, "engine": target.esb,
+                               "account": account if account is not None else "no answer at its account"}
+    return record
 
 
 def refuse(rnd: rounds.Round, quick: bool, publish: bool, testbed: topology.Testbed) -> None:
@@ -77,7 +101,7 @@ def refuse(rnd: rounds.Round, quick: bool, publish: bool, testbed: topology.Test
     if testbed.emulated and os.geteuid() != 0:
         raise EsbperfError(f"esbperf round measures on the {testbed.name} testbed (network namespaces), which needs "
                            "root: run it as root (sudo make round)")
-    crosscheck.require(rnd.cross_check)
+    crosscheck.require(rnd.variant(quick).cross_check)
 
 
 def estimate_seconds(rnd: rounds.Round, quick: bool, testbed: topology.Testbed) -> tuple[list[tuple[str, float]], float]:
@@ -85,20 +109,21 @@ def estimate_seconds(rnd: rounds.Round, quick: bool, testbed: topology.Testbed) 
     run: searches × the probes of a capacity within CAPACITY_OVER_START × its start), and the total with
     the round's set-up and report."""
     rows, analysed = [], 0
+    cross_check = rnd.variant(quick).cross_check
     for part in parts_of(rnd, quick, testbed):
         steps = part.plan.steps(list(part.targets))
         targets = {t: testbed.target(t) for t in part.targets}
-        guess = estimate.estimate(part.plan, steps, rnd.cross_check if part.kind == "closed" else None,
+        closed = part.kind in CLOSED_KINDS
+        guess = estimate.estimate(part.plan, steps, cross_check if closed else None,
                                   warmup.loads(part.plan, targets))
-        if part.kind == "closed":
+        if closed:
             seconds = guess.total_s
             analysed += len(steps)
         else:
             probes = len(steps) * capacity_cli.search_probes(part.plan.capacity, CAPACITY_OVER_START)
             seconds = guess.run_overhead_s + probes * guess.steps[0][1]
             analysed += probes
-        rows.append((f"{part.kind} {part.describe()}: {len(steps)} {'steps' if part.kind == 'closed' else 'searches'}",
-                     seconds))
+        rows.append((f"{part.kind} {part.describe()}: {len(steps)} {'steps' if closed else 'searches'}", seconds))
     total = sum(s for _, s in rows) + estimate.median("round_setup_s") + \
         analysed * estimate.median("round_report_per_step_s")
     return rows, total
@@ -167,9 +192,11 @@ def _after(part: rounds.Part, done: list[tuple[rounds.Part, Path]]) -> Path | No
 def run_round(rnd: rounds.Round, quick: bool, out: Path, console: Console) -> Path:
     """Measure the round into a new folder under `out`; returns the folder (finish() writes its
     report and page)."""
+    from esbperf.analysis.round import STRICT_STEPS   # the rule its page's verdicts follow, recorded with it
     testbed = topology.load(rnd.testbed)
     parts = parts_of(rnd, quick, testbed)
-    engines = engines_of(parts, testbed)
+    engines = engines_of(parts, testbed, rnd.reference)
+    cross_check = rnd.variant(quick).cross_check
     for name in engines:
         esb.require_installed(name)
     ensure_built(GRINDER_HOME, CONTROL_API, HTTP_CLIENT, JAXWS_ECHO, MONITOR,
@@ -177,7 +204,8 @@ def run_round(rnd: rounds.Round, quick: bool, out: Path, console: Console) -> Pa
     folder = out.resolve() / f"{rnd.name}{'-quick' if quick else ''}-{time.strftime('%Y%m%d-%H%M%S')}"
     folder.mkdir(parents=True, exist_ok=False)
     record = {"round": rnd.name, "source": rnd.source, "variant": "quick" if quick else "full",
-              "testbed": str(testbed.path), "cross_check": rnd.cross_check, "published": str(rnd.published),
+              "testbed": str(testbed.path), "cross_check": cross_check, "published": str(rnd.published),
+              "reference": rnd.reference, "verdict_steps": STRICT_STEPS,
               "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "finished": None,
               "parts": [{"kind": p.kind, "plan": p.plan.name, "scenarios": p.plan.scenarios,
                          "targets": list(p.targets), "run": None} for p in parts]}
@@ -185,14 +213,16 @@ def run_round(rnd: rounds.Round, quick: bool, out: Path, console: Console) -> Pa
     began = time.monotonic()
     with launched(testbed, engines, state_dir() / folder.name, console) as launcher:
         verify_all(testbed, parts, folder, console)
+        record["machine"] = machine_record(testbed, rnd.reference)
+        layout.write_json(folder / ROUND_FILE, record)
         estimate.remember(round_setup_s=time.monotonic() - began)
         done: list[tuple[rounds.Part, Path]] = []
         for n, part in enumerate(parts):
             console.rule(f"{part.kind} {n + 1}/{len(parts)}: {part.describe()}")
             options = dict(console=console, after=_after(part, done), **launcher)
-            if part.kind == "closed":
+            if part.kind in CLOSED_KINDS:
                 run_dir = runner.start(part.plan, list(part.targets), testbed, folder / RUNS,
-                                       cross_check=rnd.cross_check, **options)
+                                       cross_check=cross_check, **options)
             else:
                 run_dir = capacity_cli.start(part.plan, list(part.targets), testbed, folder / RUNS, **options)
             done.append((part, run_dir))
@@ -215,7 +245,7 @@ def finish(folder: Path, rnd: rounds.Round, console: Console, publish: bool) -> 
         raise EsbperfError(f"{folder} is a --quick round: it is checked against {rnd.published}, never published")
     began = time.monotonic()
     runs = [(p["kind"], folder / p["run"]) for p in record["parts"] if p.get("run")]
-    closed = [run for kind, run in runs if kind == "closed"]
+    closed = [run for kind, run in runs if kind in CLOSED_KINDS]   # the control pair's in the report too, apart
     if not closed:
         raise EsbperfError(f"{folder}: no closed run finished; nothing to report")
     report = folder / pages.REPORT
@@ -301,7 +331,8 @@ def publish_round(folder: Path, published: Path, console: Console) -> None:
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results"), show_default=True,
               help="Folder that receives the round's folder.")
 @click.option("--publish", is_flag=True, help="Copy the round's page, tables, manifests, HdrHistogram logs and report "
-                                              "into its published folder (docs/round-1/), at most 20 MB.")
+                                              "into its published folder (the round's `published`: docs/round-2/ for "
+                                              "round-2), at most 20 MB.")
 @click.option("--dry-run", is_flag=True, help="Print the round's runs and estimated wall time; start nothing.")
 @click.option("--from", "from_dir", type=click.Path(file_okay=False, path_type=Path),
               help="A round folder measured before: write its report (if missing), page and comparison again.")

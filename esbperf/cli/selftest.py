@@ -47,8 +47,6 @@ from esbperf.services.esb import ENGINES
 
 CHECKS = ("aa", "aa-camel", "difference", "warmup", "valid")
 REFERENCE = "reference"
-DIFFERENCE = 1.10           # the known difference: B's work ÷ A's
-FALLING = {"warmup-factor": 1.25, "warmup-s": 180}   # the work falls 20 % over 180 s of load
 GATE = ("--max-tps-drop", "5%", "--max-p99-rise", "5%")
 
 
@@ -62,14 +60,27 @@ class Sizes:
     truth_s: float           # wrk's window per load and side, for the known difference's truth
     flat_forks: int
     falling_forks: int
+    difference: float        # the known difference: B's work ÷ A's
+    falling: dict            # the falling reference's curve (its settings) ...
+    falling_max_s: float     # ... and how long its warm-up may go on
+    flat_max_s: float        # how long a flat reference's may
+    # The reference's own warm-up (its C1-compiled code) is over within seconds: in the A/A and the
+    # difference its forks are loaded at most this long, where an ESB's are given the plan's.
+    reference_warmup_max_s: float
     forks: int | None        # forks per run of the A/A and difference checks (None: the plan's)
     users: list[int] | None  # the A/A and difference plans' users (None: the plan's)
     payloads: list[str] | None
 
 
-FULL = Sizes(aa_pairs=2, camel_pairs=1, difference_pairs=3, truth_s=30, flat_forks=15, falling_forks=8,
+FULL = Sizes(aa_pairs=2, camel_pairs=1, difference_pairs=3, truth_s=20, flat_forks=10, falling_forks=6,
+             difference=1.10, falling={"warmup-factor": 1.25, "warmup-s": 180}, falling_max_s=240, flat_max_s=75,
+             reference_warmup_max_s=45,
              forks=None, users=None, payloads=None)
-QUICK = Sizes(aa_pairs=1, camel_pairs=1, difference_pairs=1, truth_s=5, flat_forks=2, falling_forks=1,
+# Minutes, for `make test`: the A/A and the warm-up's false-settle check once, small; a difference
+# and a fall large enough that two forks tell them (a rule broken shows, a rate is not measured).
+QUICK = Sizes(aa_pairs=1, camel_pairs=1, difference_pairs=1, truth_s=5, flat_forks=1, falling_forks=1,
+              difference=2.0, falling={"warmup-factor": 2.0, "warmup-s": 90}, falling_max_s=45, flat_max_s=30,
+              reference_warmup_max_s=15,
               forks=2, users=[20], payloads=["1KB"])
 
 
@@ -87,12 +98,26 @@ def _plan(name: str, sizes: Sizes, **changes) -> plans.Plan:
     return plans.Plan.from_dict(data, f"{name} (selftest)")
 
 
+MANIFEST = "checks.json"   # what each check measured: its runs, and the truth measured apart
+
+
 class Selftest:
-    def __init__(self, testbed: topology.Testbed, out: Path, sizes: Sizes, console: Console):
+    """The checks in two phases: measure (runs, kept in the folder and named in its MANIFEST) and
+    judge (comparisons and rates, from the manifest: `--from` judges a finished selftest again, into
+    a folder of its own, with this code's rules)."""
+
+    def __init__(self, testbed: topology.Testbed | None, out: Path, sizes: Sizes, console: Console):
         self.testbed, self.out, self.sizes, self.console = testbed, out, sizes, console
         self.rates: list = []
+        self.judged = out        # where comparisons and tables go
+        path = out / MANIFEST
+        self.manifest: dict = layout.read_json(path) if path.is_file() else {"sizes": sizes.__dict__}
 
-    # --- running ----------------------------------------------------------------------------
+    def note(self, check: str, what: dict) -> None:
+        self.manifest[check] = what
+        layout.write_json(self.out / MANIFEST, self.manifest)
+
+    # --- measuring ----------------------------------------------------------------------------
 
     def runs(self, engine: str, plan: plans.Plan, count: int, folder: str, settings: dict | None = None,
              truth: bool = False) -> list[tuple[Path, dict]]:
@@ -110,97 +135,118 @@ class Selftest:
             done.append((run, found))
         return done
 
-    def truth(self, engine: str, plan: plans.Plan) -> dict:
-        """wrk on each load of `plan` against the running `engine`, sizes.truth_s each: {(payload
-        bytes, users): wrk's figures}."""
+    def truth(self, engine: str, plan: plans.Plan) -> list[dict]:
+        """wrk on each load of `plan` against the running `engine`, sizes.truth_s each."""
         target = self.testbed.target(engine)
         long = plans.Plan.from_dict({**plan.to_dict(), "duration_s": self.sizes.truth_s, "forks": 1}, "truth")
-        found = {}
+        found, seen = [], set()
         for step in long.steps([engine]):
-            if step.iteration != 1 or (step.payload_bytes, step.users) in found:
+            if (step.payload_bytes, step.users) in seen:
                 continue
+            seen.add((step.payload_bytes, step.users))
             self.console.print(f"truth: wrk {self.sizes.truth_s:g} s, {step.payload_label} {step.users} users")
-            found[(step.payload_bytes, step.users)] = crosscheck.cross_check(self.testbed, target, step, long, 0, False)
+            found.append({"payload_bytes": step.payload_bytes, "users": step.users,
+                          **crosscheck.cross_check(self.testbed, target, step, long, 0, False)})
         return found
+
+    def measure(self, check: str) -> None:
+        if check in ("aa", "aa-camel"):
+            engine = REFERENCE if check == "aa" else "camel"
+            pairs = self.sizes.aa_pairs if check == "aa" else self.sizes.camel_pairs
+            plan = _plan("selftest-aa", self.sizes, **(self.reference_warmup() if engine == REFERENCE else {}))
+            runs = [r for r, _ in self.runs(engine, plan, 2 * pairs, check)]
+            self.note(check, {"engine": engine, "pairs": [[runs[2 * i].name, runs[2 * i + 1].name] for i in range(pairs)]})
+        elif check == "difference":
+            plan = _plan("selftest-difference", self.sizes, **self.reference_warmup())
+            work = ENGINES[REFERENCE].setting_values()["work"]
+            pairs = []
+            for i in range(self.sizes.difference_pairs):
+                [(a, truth_a)] = self.runs(REFERENCE, plan, 1, f"difference-{i + 1}-a", {"work": work}, truth=True)
+                [(b, truth_b)] = self.runs(REFERENCE, plan, 1, f"difference-{i + 1}-b",
+                                           {"work": round(work * self.sizes.difference)}, truth=True)
+                pairs.append({"a": str(a.relative_to(self.out)), "b": str(b.relative_to(self.out)),
+                              "truth_a": truth_a, "truth_b": truth_b})
+                self.note(check, {"factor": self.sizes.difference, "pairs": pairs})
+        elif check == "warmup":
+            flat_plan = _plan("selftest-warmup", self.sizes, forks=self.sizes.flat_forks, users=[20], payloads=["1KB"],
+                              target_warmup_max_s={"direct": 30, "floor": 30, "esb": self.sizes.flat_max_s})
+            falling_plan = _plan("selftest-warmup", self.sizes, forks=self.sizes.falling_forks, users=[20],
+                                 payloads=["1KB"],
+                                 target_warmup_max_s={"direct": 30, "floor": 30, "esb": self.sizes.falling_max_s})
+            [(flat, _)] = self.runs(REFERENCE, flat_plan, 1, "warmup-flat")
+            self.note(check, {"flat": str(flat.relative_to(self.out))})
+            [(falling, _)] = self.runs(REFERENCE, falling_plan, 1, "warmup-falling", dict(self.sizes.falling))
+            self.note(check, {"flat": str(flat.relative_to(self.out)), "falling": str(falling.relative_to(self.out)),
+                              "curve": dict(self.sizes.falling)})
+        elif check == "valid":
+            report = run_demo(self.testbed.path, REFERENCE, self.out / "valid", self.console, plan_names=DEMO_PLANS)
+            self.note(check, {"demo": str(report.parent.relative_to(self.out))})
+
+    def reference_warmup(self) -> dict:
+        return {"target_warmup_max_s": {"direct": 30, "floor": 30, "esb": self.sizes.reference_warmup_max_s}}
+
+    # --- judging ------------------------------------------------------------------------------
 
     def compare(self, first: Path, second: Path, folder: str, gate: bool = True):
         """`esbperf compare FIRST SECOND` as a user types it (with its gate at 5 %): its verdicts and exit code."""
         from esbperf.analysis.known_answers import Comparison
 
-        out = self.out / folder
+        out = self.judged / folder
         argv = [sys.executable, "-m", "esbperf", "compare", str(first), str(second), "--out", str(out),
                 *(GATE if gate else ())]
         done = subprocess.run(argv, capture_output=True, text=True)
-        (self.out / f"{folder}.log").write_text(done.stdout + done.stderr)
+        (self.judged / f"{folder}.log").write_text(done.stdout + done.stderr)
         if done.returncode not in (0, 1, 3) or not (out / "verdicts.csv").is_file():
             raise EsbperfError(f"selftest: `esbperf compare` failed (exit {done.returncode}): "
                                f"{(done.stderr or done.stdout).strip().splitlines()[-1:] or ['no output']}")
         return Comparison(folder, pl.read_csv(out / "verdicts.csv", infer_schema_length=None), second.name,
                           done.returncode if gate else None)
 
-    # --- the checks ---------------------------------------------------------------------------
-
-    def aa(self, engine: str, pairs: int, name: str) -> None:
+    def judge(self) -> None:
+        """Every check the manifest names, judged with this code: the rates, in CHECKS' order."""
         from esbperf.analysis import known_answers
 
-        plan = _plan("selftest-aa", self.sizes)
-        runs = [r for r, _ in self.runs(engine, plan, 2 * pairs, name)]
-        comparisons = [self.compare(runs[2 * i], runs[2 * i + 1], f"{name}-compare-{i + 1}") for i in range(pairs)]
-        self.rates += known_answers.aa_rates(f"A/A: {engine}", comparisons)
-
-    def difference(self) -> None:
-        from esbperf.analysis import known_answers
-
-        plan = _plan("selftest-difference", self.sizes)
-        work = ENGINES[REFERENCE].setting_values()["work"]
-        comparisons, truths = [], {}
-        for i in range(self.sizes.difference_pairs):
-            [(a, truth_a)] = self.runs(REFERENCE, plan, 1, f"difference-{i + 1}-a", {"work": work}, truth=True)
-            [(b, truth_b)] = self.runs(REFERENCE, plan, 1, f"difference-{i + 1}-b",
-                                       {"work": round(work * DIFFERENCE)}, truth=True)
-            for key in truth_a:
-                truths.setdefault(key, []).append((truth_a[key], truth_b.get(key, {})))
-            comparisons.append(self.compare(a, b, f"difference-compare-{i + 1}", gate=False))
-        # The truth, B ÷ A, from every pair's wrk windows pooled: one figure per load.
-        truth = {}
-        for key, sides in truths.items():
-            figures = {}
-            for figure, column in (("tps", "tps"), ("p50", "p50_ms"), ("p99", "p99_ms")):
-                a = [s[0].get(column) for s in sides if s[0].get(column) and s[1].get(column)]
-                b = [s[1].get(column) for s in sides if s[0].get(column) and s[1].get(column)]
-                if a:
-                    figures[figure] = (sum(b) / len(b)) / (sum(a) / len(a))
-            truth[key] = figures
-        for c in comparisons:
-            c.truth = truth
-        layout.write_json(self.out / "difference-truth.json",
-                          {f"{p} B {u} users": f for (p, u), f in truth.items()})
-        self.rates += known_answers.difference_rates(f"known difference: work × {DIFFERENCE:g}", comparisons)
-
-    def warmup(self) -> None:
-        from esbperf.analysis import known_answers
-
-        flat_plan = _plan("selftest-warmup", self.sizes, forks=self.sizes.flat_forks, users=[20], payloads=["1KB"])
-        falling_plan = _plan("selftest-warmup", self.sizes, forks=self.sizes.falling_forks, users=[20],
-                             payloads=["1KB"], target_warmup_max_s={"direct": 30, "floor": 30, "esb": 240})
-        [(flat, _)] = self.runs(REFERENCE, flat_plan, 1, "warmup-flat")
-        [(falling, _)] = self.runs(REFERENCE, falling_plan, 1, "warmup-falling", dict(FALLING))
-        self.rates += known_answers.warmup_rates(known_answers.warmings(layout.read_json(flat / layout.RUN_FILE)),
-                                                 known_answers.warmings(layout.read_json(falling / layout.RUN_FILE)))
-
-    def valid(self) -> None:
-        from esbperf.analysis import known_answers
-
-        report = run_demo(self.testbed.path, REFERENCE, self.out / "valid", self.console, plan_names=DEMO_PLANS)
-        summary = pl.read_csv(report / "summary.csv", infer_schema_length=None)
-        self.rates += known_answers.valid_rates("the demo's grid against a flat reference", summary)
+        self.rates = []
+        for check in CHECKS:
+            what = self.manifest.get(check)
+            if not what:
+                continue
+            if check in ("aa", "aa-camel"):
+                comparisons = [self.compare(self.out / check / a, self.out / check / b, f"{check}-compare-{n + 1}")
+                               for n, (a, b) in enumerate(what["pairs"])]
+                self.rates += known_answers.aa_rates(f"A/A: {what['engine']}", comparisons)
+            elif check == "difference":
+                comparisons = [self.compare(self.out / p["a"], self.out / p["b"], f"difference-compare-{n + 1}",
+                                            gate=False) for n, p in enumerate(what["pairs"])]
+                truth = known_answers.pooled_truth([(p["truth_a"], p["truth_b"]) for p in what["pairs"]])
+                for c in comparisons:
+                    c.truth = truth
+                layout.write_json(self.judged / "difference-truth.json",
+                                  [{"payload_bytes": k[0], "users": k[1], **v} for k, v in truth.items()])
+                self.rates += known_answers.difference_rates(f"known difference: work × {what['factor']:g}", comparisons)
+            elif check == "warmup":
+                flat = known_answers.warmings(layout.read_json(self.out / what["flat"] / layout.RUN_FILE))
+                falling = (known_answers.warmings(layout.read_json(self.out / what["falling"] / layout.RUN_FILE))
+                           if "falling" in what else [])
+                curve = what.get("curve") or {}
+                label = (f"reference falling {1 - 1 / curve['warmup-factor']:.0%} over {curve['warmup-s']:g} s"
+                         if curve else "")
+                self.rates += known_answers.warmup_rates(flat, falling, falling_label=label)
+            elif check == "valid":
+                from esbperf.analysis.report import build_report
+                demo = self.out / what["demo"]
+                runs = sorted(p for p in demo.iterdir() if (p / layout.RUN_FILE).is_file())
+                report, _ = build_report(runs, self.judged / "valid-report")
+                summary = pl.read_csv(report / "summary.csv", infer_schema_length=None)
+                self.rates += known_answers.valid_rates("the demo's grid against a flat reference", summary)
+        self.write()
 
     def write(self) -> None:
         from esbperf.analysis import known_answers
 
-        known_answers.write_csv(self.rates, self.out / "known-answers.csv")
-        (self.out / "known-answers.md").write_text(known_answers.markdown(self.rates) + "\n" + known_answers.binomial_note()
-                                                   + "\n")
+        known_answers.write_csv(self.rates, self.judged / "known-answers.csv")
+        (self.judged / "known-answers.md").write_text(known_answers.markdown(self.rates) + "\n"
+                                                      + known_answers.binomial_note() + "\n")
 
 
 @click.command()
@@ -211,37 +257,34 @@ class Selftest:
               help="Testbed (default: emulated when root, else local).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results"), show_default=True,
               help="Folder that receives the selftest's folder.")
-def selftest(checks: tuple[str, ...], quick: bool, testbed_name: str | None, out: Path) -> None:
+@click.option("--from", "from_dir", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
+              help="Judge a finished selftest's runs again with this code, into a folder of its own inside it.")
+def selftest(checks: tuple[str, ...], quick: bool, testbed_name: str | None, out: Path, from_dir: Path | None) -> None:
     """Hold esbperf's judgments against known answers and print their error rates."""
     console = Console()
-    ensure_built(GRINDER_HOME, CONTROL_API, HTTP_CLIENT, JAXWS_ECHO, MONITOR,
-                 *filter(None, [ENGINES[REFERENCE].module, ENGINES["camel"].module]))
-    testbed = topology.load(testbed_name or default_testbed())
-    folder = out.resolve() / f"selftest-{time.strftime('%Y%m%d-%H%M%S')}"
-    folder.mkdir(parents=True, exist_ok=False)
-    test = Selftest(testbed, folder, QUICK if quick else FULL, console)
     began = time.monotonic()
-    wanted = checks or CHECKS
-    try:
+    if from_dir is not None:
+        folder = from_dir.resolve()
+        if not (folder / MANIFEST).is_file():
+            raise EsbperfError(f"{folder} is no selftest's folder (it has no {MANIFEST})")
+        test = Selftest(None, folder, FULL, console)
+        test.judged = folder / f"judged-{time.strftime('%Y%m%d-%H%M%S')}"
+        test.judged.mkdir()
+        test.judge()
+    else:
+        ensure_built(GRINDER_HOME, CONTROL_API, HTTP_CLIENT, JAXWS_ECHO, MONITOR,
+                     *filter(None, [ENGINES[REFERENCE].module, ENGINES["camel"].module]))
+        testbed = topology.load(testbed_name or default_testbed())
+        folder = out.resolve() / f"selftest-{time.strftime('%Y%m%d-%H%M%S')}"
+        folder.mkdir(parents=True, exist_ok=False)
+        test = Selftest(testbed, folder, QUICK if quick else FULL, console)
         for check in CHECKS:
-            if check not in wanted:
-                continue
-            if check == "aa":
-                test.aa(REFERENCE, test.sizes.aa_pairs, "aa")
-            elif check == "aa-camel":
-                test.aa("camel", test.sizes.camel_pairs, "aa-camel")
-            elif check == "difference":
-                test.difference()
-            elif check == "warmup":
-                test.warmup()
-            elif check == "valid":
-                test.valid()
-            test.write()   # what is measured so far is kept, whatever the next check does
-    finally:
-        test.write()
-    console.print((folder / "known-answers.md").read_text(), markup=False, highlight=False)
+            if check in (checks or CHECKS):
+                test.measure(check)
+        test.judge()
+    console.print((test.judged / "known-answers.md").read_text(), markup=False, highlight=False)
     console.print(f"selftest finished in {time.monotonic() - began:.0f} s on {os.cpu_count()} CPUs; "
-                  f"{folder / 'known-answers.csv'}")
+                  f"{test.judged / 'known-answers.csv'}")
     missed = [r for r in test.rates if r.met is False]
     if missed and not quick:
         console.print(f"{len(missed)} rate(s) miss their goal: " + "; ".join(f"{r.check}: {r.judgment}" for r in missed))

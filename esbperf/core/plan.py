@@ -39,13 +39,13 @@ FIELDS = {
                     "'no steady state'",
     "target_warmup_s": "seconds each target is loaded before its first step, so the first iteration does not "
                        "measure a cold JVM (number >= 0; default 0), or per kind of target: {direct: S, floor: S, "
-                       "esb: S}; with warmup_s: auto, the least",
-    "target_warmup_horizon_s": "how long a target's throughput must have stopped moving for its warm-up to count as "
-                               "settled (a number of seconds > 0, or per kind of target as target_warmup_s; default "
-                               "120): judged in 5-s buckets over this last stretch of the warm-up (docs/methodology.md)",
-    "target_warmup_max_s": "with warmup_s: auto, the most seconds a target is loaded before its first step: it is "
-                           "loaded until steady over the next 30 s (default 60), or per kind of target as "
-                           "target_warmup_s",
+                       "esb: S}; with target_warmup_max_s (or warmup_s: auto), the least",
+    "target_warmup_horizon_s": "the longest stretch of a target's warm-up its trend is judged over (a number of "
+                               "seconds > 0, or per kind of target as target_warmup_s; default 120): settled, still "
+                               "moving or not resolved, from its throughput per second (docs/methodology.md)",
+    "target_warmup_max_s": "the most seconds a target is loaded before its first step: it is loaded until settled "
+                           "(default with warmup_s: auto 60; otherwise target_warmup_s: judged at its end), or per "
+                           "kind of target as target_warmup_s",
     "iterations": "how many times the whole plan runs (positive integer)",
     "forks": "how many times each engine under test (and for direct, its back ends) is started afresh, each fork "
              "running the plan's iterations in a process of its own (positive integer; default 1): the process, not "
@@ -152,11 +152,18 @@ class Step:
             path = path / f"fork-{self.fork}"
         return path / f"iter-{self.iteration}"
 
-    def describe(self) -> str:
+    def describe_load(self) -> str:
+        """`proxy 1KB 20u`, `proxy 100KB 350/s (8 threads)`: what a step sends, whatever its iteration."""
         load = f"{self.users}u" if self.rate is None else f"{rate_label(self.rate)}/s ({self.users} threads)"
+        return f"{self.scenario} {self.payload_label} {load}"
+
+    def describe(self) -> str:
         fork = f"fork {self.fork} " if self.fork is not None else ""
-        return (f"{self.target + ' ' if self.target else ''}{self.scenario} {self.payload_label} {load} "
-                f"{fork}iter {self.iteration}")
+        return f"{self.target + ' ' if self.target else ''}{self.describe_load()} {fork}iter {self.iteration}"
+
+
+# A target's most warm-up with warmup_s: auto when the plan does not say (target_warmup_max_s).
+DEFAULT_TARGET_WARMUP_MAX_S = 60
 
 
 @dataclass
@@ -184,8 +191,9 @@ class Plan:
     # warmup_s (then the minimum) and no later than warmup_max_s after the workers' first report.
     warmup_auto: bool = False
     warmup_max_s: float = 60
-    target_warmup_max_s: float | dict[str, float] = 60   # warmup_s: auto: loaded until steady, at most this long
-    # A target's warm-up is settled when its throughput stopped moving over this last stretch (steady.settled).
+    # Loaded until settled, at most this long; None: 60 s with warmup_s: auto, else target_warmup_s.
+    target_warmup_max_s: float | dict[str, float] | None = None
+    # A target's warm-up is judged over at most this last stretch (steady.settling).
     target_warmup_horizon_s: float | dict[str, float] = 120
     arrivals: str = "uniform"   # open model: evenly spaced, or Poisson (exponential gaps)
     seed: int | None = None     # Poisson arrivals' seed (the runner draws one when the plan has none)
@@ -235,7 +243,9 @@ class Plan:
         """The least and the most seconds a target of `kind` (WARMUP_KINDS) is loaded before its first
         step: the same unless warmup_s is auto."""
         least = seconds_for(kind, self.target_warmup_s)
-        return least, max(least, seconds_for(kind, self.target_warmup_max_s)) if self.warmup_auto else least
+        if self.target_warmup_max_s is None:
+            return least, max(least, DEFAULT_TARGET_WARMUP_MAX_S) if self.warmup_auto else least
+        return least, max(least, seconds_for(kind, self.target_warmup_max_s))
 
     def target_horizon(self, kind: str) -> float:
         """How long a target of `kind` must have stopped moving to count as warm (steady.settled)."""
@@ -315,6 +325,7 @@ class Plan:
             d["warmup_min_s"], d["warmup_s"] = d["warmup_s"], "auto"
         else:
             d.pop("warmup_max_s")
+        if d["target_warmup_max_s"] is None:
             d.pop("target_warmup_max_s")
         if d["target_warmup_horizon_s"] == 120:
             d.pop("target_warmup_horizon_s")   # the default, as plans without the field say it
@@ -480,7 +491,15 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
         if warmup_max_s < warmup_s:
             raise EsbperfError(f"{source}: field 'warmup_max_s' ({warmup_max_s:g}) must be at least warmup_min_s "
                                f"({warmup_s:g})")
-        target_warmup_max_s = per_kind("target_warmup_max_s", 60)
+    else:
+        for bound in ("warmup_min_s", "warmup_max_s"):
+            if bound in data:
+                raise EsbperfError(f"{source}: field '{bound}' applies to warmup_s: auto; this plan's warm-up is "
+                                   f"fixed ({data.get('warmup_s', 0)!r})")
+        warmup_s, warmup_max_s = number("warmup_s", 0, 0, strict=False), 60
+    # A target's warm-up may go on until settled whatever its steps' own warm-up is.
+    target_warmup_max_s = per_kind("target_warmup_max_s", None) if "target_warmup_max_s" in data else None
+    if target_warmup_max_s is not None:
         by_kind = isinstance(target_warmup_max_s, dict) or isinstance(target_warmup_s, dict)
         for kind in WARMUP_KINDS:
             most, at_least = seconds_for(kind, target_warmup_max_s), seconds_for(kind, target_warmup_s)
@@ -488,12 +507,6 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
                 of = f" for {kind}" if by_kind else ""
                 raise EsbperfError(f"{source}: field 'target_warmup_max_s' ({most:g}{of}) must be at least "
                                    f"target_warmup_s ({at_least:g}{of})")
-    else:
-        for bound in ("warmup_min_s", "warmup_max_s", "target_warmup_max_s"):
-            if bound in data:
-                raise EsbperfError(f"{source}: field '{bound}' applies to warmup_s: auto; this plan's warm-up is "
-                                   f"fixed ({data.get('warmup_s', 0)!r})")
-        warmup_s, warmup_max_s, target_warmup_max_s = number("warmup_s", 0, 0, strict=False), 60, 60
     return Plan(
         name=name,
         description=str(data.get("description", "")),

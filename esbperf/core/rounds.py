@@ -4,6 +4,12 @@ capacity plans and the targets they search, the independent client that cross-ch
 steps, and the folder its results are published in; a `quick` variant does the same with less.
 Every error names the file and the field.
 
+A round may hold a standard and a control: `reference`, the target that is its measuring standard (the
+reference engine: a set amount of work per request, so that its figures say how fast the machine is
+for the same code), and a variant's `control`, a second set of forks of some of its targets run as a
+part of its own, whose figures are set against theirs in the closed plan (the control pair: two
+independent sets of processes of one engine, whose verdict must read "no difference shown").
+
 A plan's scenarios that not every target serves (a floor serves only some: esb-projects/README.md)
 are split off: each group of scenarios runs as a part of its own with the targets that serve them
 all, interleaved step by step (`split`)."""
@@ -27,6 +33,8 @@ FIELDS = {
     "published": "the folder, relative to the checkout, that `esbperf round --publish` writes the results into",
     "cross_check": "the independent client that measures the closed steps of the plan's cross_check_iterations "
                    "too (wrk), or none",
+    "reference": "the target that is the round's measuring standard (the reference engine, esb-projects/README.md): "
+                 "a target of the full round's closed plan",
     "full": "the round: {closed: PLAN, targets: [...], capacity: [PLAN, ...], capacity_targets: [...]}",
     "quick": "the quick variant, with the fields of `full`",
 }
@@ -35,14 +43,19 @@ VARIANT_FIELDS = {
     "targets": "the targets of the closed plan: a non-empty list of the testbed's target names",
     "capacity": "a list of plans with a `capacity:` goal (may be empty)",
     "capacity_targets": "the targets every capacity plan searches: a list of the testbed's target names",
+    "cross_check": "this variant's independent client, over the round's `cross_check`: wrk, or none",
+    "control": "the control pair: {closed: PLAN, targets: [...]}, a closed plan of 2 forks or more whose steps the "
+               "closed plan also measures, against targets of the closed plan: each measured again in forks of its "
+               "own, a part after the closed plan's",
 }
+CONTROL_FIELDS = ("closed", "targets")
 
 
 @dataclass(frozen=True)
 class Part:
     """One run of a round: a plan (or the scenarios of it that these targets all serve) and its targets."""
 
-    kind: str                     # "closed" or "capacity"
+    kind: str                     # "closed", "control" (the control pair's second set of forks) or "capacity"
     plan: plans.Plan
     targets: tuple[str, ...]
 
@@ -57,12 +70,17 @@ class Variant:
     targets: tuple[str, ...]
     capacity: tuple[plans.Plan, ...]
     capacity_targets: tuple[str, ...]
+    control: plans.Plan | None = None          # the control pair's plan, and the targets it measures again
+    control_targets: tuple[str, ...] = ()
+    cross_check: str | None = None             # the variant's own, or the round's
 
     def parts(self, testbed: topology.Testbed) -> list[Part]:
-        """The runs in order: the closed plan's parts, then each capacity plan's."""
+        """The runs in order: the closed plan's parts, the control pair's, then each capacity plan's."""
         closed = [Part("closed", p, t) for p, t in split(self.closed, self.targets, testbed)]
-        return closed + [Part("capacity", p, t) for plan in self.capacity
-                         for p, t in split(plan, self.capacity_targets, testbed)]
+        control = [Part("control", p, t) for p, t in split(self.control, self.control_targets, testbed)] \
+            if self.control is not None else []
+        return closed + control + [Part("capacity", p, t) for plan in self.capacity
+                                   for p, t in split(plan, self.capacity_targets, testbed)]
 
 
 @dataclass(frozen=True)
@@ -75,6 +93,7 @@ class Round:
     full: Variant
     quick: Variant
     source: str
+    reference: str | None = None
 
     def variant(self, quick: bool) -> Variant:
         return self.quick if quick else self.full
@@ -137,11 +156,16 @@ def _validate(data: dict, source: str) -> Round:
     cross_check = data.get("cross_check")
     if cross_check not in (None, "wrk"):
         raise EsbperfError(f"{source}: field 'cross_check' must be {FIELDS['cross_check']}, got {cross_check!r}")
+    full, quick = (_variant(data[v], v, source, cross_check) for v in VARIANTS)
+    reference = data.get("reference")
+    if reference is not None and (not isinstance(reference, str) or reference not in full.targets):
+        raise EsbperfError(f"{source}: field 'reference' must be {FIELDS['reference']} "
+                           f"({', '.join(full.targets)}), got {reference!r}")
     return Round(name, str(data.get("description", "")), text("testbed", data["testbed"]), ROOT / published,
-                 cross_check, *(_variant(data[v], v, source) for v in VARIANTS), source)
+                 cross_check, full, quick, source, reference)
 
 
-def _variant(data: Any, name: str, source: str) -> Variant:
+def _variant(data: Any, name: str, source: str, cross_check: str | None) -> Variant:
     if not isinstance(data, dict):
         raise EsbperfError(f"{source}: field '{name}' must be {FIELDS[name]}, got {data!r}")
     unknown = [k for k in data if k not in VARIANT_FIELDS]
@@ -169,4 +193,43 @@ def _variant(data: Any, name: str, source: str) -> Variant:
         if p.capacity is None:
             raise EsbperfError(f"{source}: field '{name}.capacity': plan {p.name} has no `capacity:` goal")
     targets = names("capacity_targets", bool(capacity))
-    return Variant(name, closed, names("targets", True), capacity, targets)
+    measured = names("targets", True)
+    control, control_targets = _control(data.get("control"), closed, measured, f"{name}.control", source) \
+        if "control" in data else (None, ())
+    own = data.get("cross_check", cross_check)
+    if own not in (None, "none", "wrk"):
+        raise fail("cross_check", own)
+    return Variant(name, closed, measured, capacity, targets, control, control_targets,
+                   None if own == "none" else own)
+
+
+def _control(data: Any, closed: plans.Plan, measured: tuple[str, ...], field: str,
+             source: str) -> tuple[plans.Plan, tuple[str, ...]]:
+    """A variant's control pair: its plan (closed, 2 forks or more, its every step one the closed plan
+    has, each side's forks the units of the pair's interval) and its targets (the closed plan's)."""
+    def fail(why: str) -> EsbperfError:
+        return EsbperfError(f"{source}: field '{field}' must be {VARIANT_FIELDS['control']}; {why}")
+
+    if not isinstance(data, dict) or set(data) != set(CONTROL_FIELDS):
+        raise fail(f"got {data!r}")
+    if not isinstance(data["closed"], str):
+        raise fail(f"its `closed` is {data['closed']!r}")
+    plan = plans.load(data["closed"])
+    if plan.model != "closed":
+        raise fail(f"{plan.name} is not a closed-model plan")
+    for side in (plan, closed):
+        if side.forks < 2:
+            raise fail(f"{side.name} runs {side.forks} fork: a pair of fork sets needs 2 forks or more a side (their "
+                       "processes are the units of its interval)")
+    extra = [f"{what} {', '.join(map(str, sorted(set(mine) - set(theirs))))}"
+             for what, mine, theirs in (("scenarios", plan.scenarios, closed.scenarios),
+                                        ("payloads", plan.sizes(), closed.sizes()), ("users", plan.users, closed.users))
+             if set(mine) - set(theirs)]
+    if extra:
+        raise fail(f"{plan.name} measures {'; '.join(extra)}, which {closed.name} does not: the pair compares steps "
+                   "both measured")
+    targets = data["targets"]
+    if not isinstance(targets, list) or not targets or not all(isinstance(t, str) and t in measured for t in targets) \
+            or len(set(targets)) != len(targets):
+        raise fail(f"its targets must be targets of {closed.name} ({', '.join(measured)}), each once; got {targets!r}")
+    return plan, tuple(targets)

@@ -210,15 +210,15 @@ def _means(x: np.ndarray, points: Sequence[int]) -> list[float]:
     return [float(np.mean(x[a:b])) for a, b in zip(edges, edges[1:])]
 
 
-def large_change_points(x: np.ndarray, points: list[int], level: float) -> list[int]:
-    """The change points whose step is at least MIN_MOVE_SHARE of the level: the smallest step
-    below it is dropped (its two segments merged) until none is left."""
+def large_change_points(x: np.ndarray, points: list[int], level: float, share: float = MIN_MOVE_SHARE) -> list[int]:
+    """The change points whose step is at least `share` of the level: the smallest step below it
+    is dropped (its two segments merged) until none is left."""
     points = list(points)
     while points:
         means = _means(x, points)
         steps = [abs(b - a) for a, b in zip(means, means[1:])]
         i = int(np.argmin(steps))
-        if steps[i] >= MIN_MOVE_SHARE * abs(level):
+        if steps[i] >= share * abs(level):
             break
         del points[i]
     return points
@@ -350,6 +350,16 @@ def _unsteady(name: str, x: np.ndarray, interval_s: float, horizon_s: float | No
     return f"{name} still {'rising' if trend > 0 else 'falling'} ({trend:+.0%} over {over})"
 
 
+# --- the client's own warm-up ---------------------------------------------------------------------
+
+# A new worker JVM compiles Jython, Grinder and the client for its first seconds under load, and runs
+# them slowly meanwhile: on 2 cores about 10 s after the workers' first report (docs/grinder.md,
+# "Warm workers"). A step measured sooner on a client whose cores the target's hosts share is named
+# (the analysis's `worker-jit`); a run whose targets need no warm-up loads its new warm workers this
+# long before its first step (runner._execute).
+WORKER_JIT_S = 10
+
+
 # --- neighbours at rest ------------------------------------------------------------------------
 
 # The engines on the esb host that are not a step's target must be idle while it is measured: more
@@ -470,7 +480,14 @@ SETTLE_SKIP_S = 2.0        # the load's first seconds are not judged: connection
 SETTLE_MIN_S = 10.0        # the shortest stretch judged
 SETTLE_RATE = 0.04         # the margin: a trend of less than 4 % of the level per minute is settled
 SETTLE_CONFIDENCE = 0.90   # the slope's interval: two one-sided tests at 5 % each (TOST)
+SETTLE_CUT_SHARE = 0.35    # a level this far from the present one (a JIT's climb, not the machine's wander) …
+SETTLE_CUT_S = 5.0         # … over this long (its median) ends the stretch judged
+SETTLE_LEVEL_S = 10.0      # the present level: the median of the last this many seconds
 SETTLE_LOOKS_S = (5.0,)   # settled only when the look this long before said so too (settling)
+# Still moving only over a stretch this long at least: a shared machine's speed drops by a fifth for
+# ten or twenty seconds now and then, and the stretch after such a drop is no trend (a flat reference
+# engine was once called "still falling, -33 %/min over the last 21 s").
+SETTLE_MOVING_MIN_S = 30.0
 SETTLED, MOVING, UNRESOLVED = "settled", "still moving", "not resolved"
 
 
@@ -540,15 +557,16 @@ def _slope(x: np.ndarray, bucket_s: float) -> tuple[float, float, int]:
     return float(fit.params[1]), float(fit.bse[1]), n - 2
 
 
-def _line_fits(x: np.ndarray, points: list[int], sigma: float) -> bool:
-    """Whether a straight line explains x as well as its change points' steps, each change point
-    and the line's slope penalised alike (as in `moves`)."""
-    if sigma <= 0:
-        return False
-    t = np.arange(len(x))
-    line = np.polyval(np.polyfit(t, x, 1), t)
-    steps = np.repeat(_means(x, points), np.diff([0, *points, len(x)]))
-    return (_rss(x, line) - _rss(x, steps)) / sigma ** 2 <= penalty(len(x), WARMUP_PENALTY) * (len(points) - 1)
+def _present_level_from(x: np.ndarray, bucket_s: float) -> int:
+    """The first index after the last run of SETTLE_CUT_S whose median is more than
+    SETTLE_CUT_SHARE away from the median of the last SETTLE_LEVEL_S (0 when none is)."""
+    width = max(1, int(round(SETTLE_CUT_S / bucket_s)))
+    level = float(np.median(x[-max(1, int(round(SETTLE_LEVEL_S / bucket_s))):]))
+    if len(x) < width or level <= 0:
+        return 0
+    medians = np.median(np.lib.stride_tricks.sliding_window_view(x, width), axis=1)
+    away = np.flatnonzero(np.abs(medians - level) > SETTLE_CUT_SHARE * level)
+    return 0 if not len(away) else int(away[-1]) + width
 
 
 def _look(tps: np.ndarray, bucket_s: float, horizon_s: float) -> Settling:
@@ -565,13 +583,12 @@ def _look(tps: np.ndarray, bucket_s: float, horizon_s: float) -> Settling:
     x = x / level
     sigma = noise(x)
     x = without_outliers(x, sigma)
-    # From the last change of level on (PELT, as the drift test cuts a window): a climb that ended
-    # inside the stretch is not a trend of what follows it. Unless a straight line fits as well as
-    # the steps (as `moves` decides): a steady trend is cut into steps too, and cutting it would
-    # only blur it.
-    points = large_change_points(x, change_points(x, sigma, penalty(len(x), WARMUP_PENALTY)), 1.0)
-    if points and not _line_fits(x, points, sigma):
-        x = x[points[-1]:]
+    # From where it reached its present level on: a climb that ended inside the stretch (a JIT's,
+    # twice or five times slower at first) is not a trend of what follows it. The stretch starts
+    # after the last few seconds whose median lay more than SETTLE_CUT_SHARE from the last ten
+    # seconds' level; a shared machine's speed wanders by less from one ten seconds to the next
+    # (docs/benchmarks/noise.md), and a trend is judged, not cut.
+    x = x[_present_level_from(x, bucket_s):]
     judged = len(x) * bucket_s
     if len(x) < needed:
         return Settling(UNRESOLVED, f"its level changed {judged:g} s ago; {SETTLE_MIN_S:g} s needed since",
@@ -584,7 +601,7 @@ def _look(tps: np.ndarray, bucket_s: float, horizon_s: float) -> Settling:
     margin = f"±{SETTLE_RATE * 100:g} %/min"
     if -SETTLE_RATE < low and high < SETTLE_RATE:
         return Settling(SETTLED, f"settled: {said}, within {margin})", slope, low, high, judged)
-    if low > SETTLE_RATE or high < -SETTLE_RATE:
+    if (low > SETTLE_RATE or high < -SETTLE_RATE) and judged >= min(SETTLE_MOVING_MIN_S, horizon_s):
         way = "climbing" if slope > 0 else "falling"
         return Settling(MOVING, f"still {way}: {said}, beyond {margin})", slope, low, high, judged)
     # The interval narrows as the stretch's length^1.5: the length at which it would clear the

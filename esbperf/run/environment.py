@@ -97,14 +97,22 @@ def echoes(testbed: Testbed, timeout: float = 3) -> dict:
 
 
 def describe() -> dict:
+    """The machine a run ran on: its CPU model and clock, its cores (all, and those this process may
+    use), memory, OS, JDK, Python and commit. Under a hypervisor the model name is often generic
+    ("Intel(R) Xeon(R) Processor"): the reference engine's account says how fast it is (run.json
+    `engines`, esb-projects/README.md)."""
     meminfo = _read("/proc/meminfo")
     total_kb = _first(r"^MemTotal:\s+(\d+)", meminfo)
+    cpuinfo = _read("/proc/cpuinfo")
+    mhz = _first(r"^cpu MHz\s*:\s*([\d.]+)$", cpuinfo)
     return {
         "esbperf": __version__,
         "os": platform.platform(),
         "kernel": platform.release(),
-        "cpu": _first(r"^model name\s*:\s*(.+)$", _read("/proc/cpuinfo")) or platform.processor(),
+        "cpu": _first(r"^model name\s*:\s*(.+)$", cpuinfo) or platform.processor(),
+        "cpu_mhz": round(float(mhz)) if mhz else None,
         "cores": os.cpu_count(),
+        "cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "cpu_frequency": cpu_frequency(),
         "memory_bytes": int(total_kb) * 1024 if total_kb else None,
         "python": platform.python_version(),

@@ -82,6 +82,7 @@ class WarmPool(Workers):
     """The run's warm workers, and the board orders that move them from step to step."""
 
     mode = "warm"
+    outlive_steps = True
 
     def __init__(self, processes: int, threads: int, agents: int, board_url: str, open_model: bool,
                  timeout_s: float, report_ms: int, connect: Callable[[], ControlClient], run_dir: Path,

@@ -21,7 +21,7 @@ from typing import Callable, Iterable
 from rich.console import Console
 from rich.table import Table
 
-from esbperf.core import engines, payloads, plan as plans, procs, roles, topology
+from esbperf.core import engines, payloads, plan as plans, procs, roles, steady, topology
 from esbperf.core.config import AgentConfig, ConsoleConfig, state_dir
 from esbperf.core.errors import EsbperfError
 from esbperf.results import layout
@@ -146,7 +146,9 @@ def _workers(ctx: RunContext, client: ControlClient, steps: list[plans.Step]) ->
     if why:
         return FreshWorkers(len(ctx.agents), ctx.fetchers, ctx.report_interval_ms,
                             ConsoleConfig.load().distribution_directory, why)
-    loads = sorted({(s.users, s.rate) for s in steps}) or plan.loads()
+    # Sized for every load it will carry: this run's steps and those its targets are warmed under.
+    loads = sorted({(s.users, s.rate) for s in [*steps, *ctx.also_warm] if (s.rate is None) == (plan.model == "closed")})
+    loads = loads or plan.loads()
     processes, threads = pool.size(plan, len(ctx.agents), loads)
     return pool.WarmPool(processes, threads, len(ctx.agents), ctx.testbed.board_url, plan.model == "open",
                          plan.timeout_s, ctx.report_interval_ms, ctx.connect, ctx.dir, ctx.fetchers)
@@ -173,6 +175,8 @@ def _execute(ctx: RunContext, client: ControlClient, console: Console, schedule:
                     _warm(ctx, watch, [s for s in todo if s.fork == step.fork], progress.print)
                 elif not begun:
                     _warm(ctx, watch, [s for s in todo if s.target not in ctx.warm], progress.print)
+                    if not ctx.record.get("target_warmup") and ctx.workers.outlive_steps:
+                        _warm_workers(ctx, watch, step, progress.print)
                 fork, begun = step.fork, True
             progress.step(step.describe())
             runner = StepRunner(ctx, client, progress.tick)
@@ -216,6 +220,19 @@ def _warm(ctx: RunContext, watch: ConsoleWatch, steps: list[plans.Step], echo: C
         if len(ctx.targets) > 1:   # no target measured while an engine just warmed beside it still compiles
             entry["esb_host_quiet"] = warmup.wait_quiet(ctx, echo)
         ctx.record.setdefault("target_warmup", []).append(entry)
+    layout.write_json(ctx.dir / layout.RUN_FILE, ctx.record)
+
+
+def _warm_workers(ctx: RunContext, watch: ConsoleWatch, first: plans.Step, echo: Callable[[str], None]) -> None:
+    """New warm workers, when no target warm-up loaded them: the first step's load for
+    steady.WORKER_JIT_S before the first step, so that no step measures a worker JVM still
+    compiling (run.json `workers_warmup`)."""
+    began = time.monotonic()
+    warmup.warm_workers(ctx, watch, first, steady.WORKER_JIT_S)
+    took = time.monotonic() - began
+    ctx.warming_s += took
+    ctx.record["workers_warmup"] = {"load": first.describe_load(), "target": first.target, "seconds": round(took, 1)}
+    echo(f"warmed the workers up: {first.target} {first.describe_load()} for {took:.1f} s")
     layout.write_json(ctx.dir / layout.RUN_FILE, ctx.record)
 
 
@@ -357,12 +374,12 @@ class _Session:
                                                         [a.host for a in agents], self.console.print)
 
     def context(self, run_dir: Path, agents: list[Agent], record: dict, monitored: list[str],
-                warm: frozenset[str] = frozenset()) -> RunContext:
+                warm: frozenset[str] = frozenset(), also_warm: list[plans.Step] | None = None) -> RunContext:
         # Agents on this machine, then those on hosts reached over ssh (`esbperf testbed start` put them there).
         fetchers = [self.local, *ssh.agent_fetchers(self.testbed)]
         return RunContext(run_dir, self.plan, self.testbed, self.targets, agents, fetchers, self.connect, record,
                           self.verify, monitored, self.began, self.local.state_dirs, self.restart_esb,
-                          record.get("cross_check"), warm)
+                          record.get("cross_check"), warm, also_warm=list(also_warm or []))
 
 
 def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Testbed, out: Path,
@@ -371,7 +388,8 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
           token_file: Path | None = None, script: user_script.UserScript | None = None,
           script_properties: Path | None = None, restart_esb: Callable[[str], int] | None = None,
           cross_check: str | None = None, after: Path | None = None,
-          schedule: Schedule | None = None, engine_settings: dict[str, dict] | None = None) -> Path:
+          schedule: Schedule | None = None, engine_settings: dict[str, dict] | None = None,
+          also_warm: list[plans.Step] | None = None) -> Path:
     """Run `plan` against the target(s) into a new run folder under `out`; return that folder.
 
     script: a user's own Grinder script (user_script.load) runs the steps instead of scenario.py;
@@ -386,7 +404,9 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
     after: a run this same session finished just before, with the same client, testbed and services
     (`esbperf demo` runs three): its client calibration is this run's too when it covers this plan's
     payloads, and the targets it measured are warm (run.json says so: `calibration_from`, `warm_from`).
-    engine_settings: the launcher's, by engine it started: the settings it was given (run.json `engines`)."""
+    engine_settings: the launcher's, by engine it started: the settings it was given (run.json `engines`).
+    also_warm: steps of runs the session will make next against the same targets (`esbperf demo`'s
+    later plans): each target is warmed under their loads as well as this plan's (warmup.loads_of)."""
     crosscheck.require(cross_check)
     _check_schedule(plan, schedule)
     names = [target_names] if isinstance(target_names, str) else list(target_names)
@@ -426,7 +446,7 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
                 f"run {run_dir} — {steps} of {plan.warmup_label()} warm-up and {plan.duration_s:g} s measured against "
                 f"{', '.join(names)}; agents: {', '.join(f'{a.name} ({a.host})' for a in agents)}; "
                 f"monitors: {', '.join(monitored) or 'none'}")
-            _execute_interruptibly(session.context(run_dir, agents, record, monitored, warm), session.client,
+            _execute_interruptibly(session.context(run_dir, agents, record, monitored, warm, also_warm), session.client,
                                    session.console, schedule)
     return run_dir
 

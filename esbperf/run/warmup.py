@@ -4,7 +4,7 @@ minutes) before its first step, by the same workers and requests as its steps (t
 in turn, at the first step's payload and users), so that iteration 1 does not measure a JVM that is
 still compiling the path; and on until it is settled — its throughput no longer moving over the
 plan's `target_warmup_horizon_s` (steady.settling: a minute or more, not the seconds a step's own window
-judges) — at most `target_warmup_max_s` (with `warmup_s: auto`; otherwise judged at the end of the
+judges) — at most `target_warmup_max_s` (when the plan gives one, or with `warmup_s: auto`; otherwise judged at the end of the
 fixed time). A plan of several forks warms every fork's fresh engines so.
 
 Nothing of it is measured; run.json records what was done (`target_warmup`), and each step says
@@ -31,6 +31,7 @@ from esbperf.services import esb, monitor
 from esbperf.services.console import statistics
 
 FOLDER = ".warmup"   # the workers' logs come home here and are deleted: nothing of it is a result
+MIN_PHASE_S = 2.0    # the least a target is loaded at each of its loads before the one it is judged at
 QUIET_MAX_S = 60     # how long the esb host may take to be quiet after the targets' warm-up
 QUIET_READINGS = 2   # ... as consecutive process readings (the monitor reads processes every 2 s)
 
@@ -56,7 +57,23 @@ def warm_verdict(found: dict, horizon_s: float) -> dict:
     outcome = found.get("outcome", steady.SETTLED if found["steady"] else steady.UNRESOLVED)
     settled = True if outcome == steady.SETTLED else False if outcome == steady.MOVING else None
     return {"settled": settled, "outcome": outcome, "reason": found["reason"], "horizon_s": horizon_s,
-            **{k: found[k] for k in ("judged_s", "slope_per_min", "low", "high", "resolve_s") if k in found}}
+            **{k: found[k] for k in ("judged_s", "slope_per_min", "low", "high", "resolve_s") if k in found},
+            "bucket_s": found["interval_s"], "tps": found["tps"]}
+
+
+def loads_of(target: str, first: plans.Step, steps: list[plans.Step], plan: plans.Plan) -> list[plans.Step]:
+    """What a target is warmed under: every load it will be measured at (scenario, payload, users,
+    rate) among `steps` — a JIT compiles the paths a load takes, and a target warmed at one user is
+    not warm at twenty — each once, in run order, the first step's last (a user's script: its
+    scenario only)."""
+    if plan.script:
+        return [first]
+    found: dict[tuple, plans.Step] = {}
+    for s in steps:
+        if s.target == target:
+            found.setdefault((s.scenario, s.payload_bytes, s.users, s.rate), replace(s, fork=first.fork))
+    key = (first.scenario, first.payload_bytes, first.users, first.rate)
+    return [s for k, s in found.items() if k != key] + [first]
 
 
 def not_warmed(reason: str) -> dict:
@@ -86,31 +103,40 @@ def warm_targets(ctx: RunContext, watch: ConsoleWatch, steps: list[plans.Step],
             done.append({"target": target, "skipped": "restarted before every step (restart: per-step)"})
             verdicts[target] = not_warmed("restarted before every step (restart: per-step)")
             continue
-        scenarios = [first.scenario] if plan.script else plan.scenarios
-        share = least / len(scenarios)
-        for n, scenario in enumerate(scenarios):
+        phases = loads_of(target, first, [*steps, *ctx.also_warm], plan)
+        share = max(MIN_PHASE_S, least / len(phases))
+        for n, load in enumerate(phases):
             began = time.monotonic()
-            last = n == len(scenarios) - 1   # the last scenario's load goes on until settled
+            last = n == len(phases) - 1   # the first step's load, last: it goes on until settled
             try:
-                totals, verdict = _load(ctx, watch, replace(first, scenario=scenario), share,
-                                        most - least + share if last else share, plan.target_horizon(kind))
+                totals, verdict = _load(ctx, watch, load, share, max(share, most - share * n) if last else share,
+                                        plan.target_horizon(kind))
             except StepProblem as e:
                 raise EsbperfError(f"warming target {target} up failed: {e.reason}; `esbperf run --resume {ctx.dir}` "
                                    "tries again once that is fixed") from None
-            done.append({"target": target, "scenario": scenario, "payload": first.payload_label,
-                         "users": first.users, "least_s": round(share, 1),
-                         "seconds": round(time.monotonic() - began, 1),
+            done.append({"target": target, "scenario": load.scenario, "payload": load.payload_label,
+                         "users": load.users, **({"rate": load.rate} if load.rate is not None else {}),
+                         "least_s": round(share, 1), "seconds": round(time.monotonic() - began, 1),
                          "transactions": totals.get("Tests") or 0, "errors": totals.get("Errors") or 0,
                          **({"fork": first.fork} if first.fork is not None else {})})
             how = ""
             if last:
                 done[-1].update(steady=verdict["settled"], **{k: v for k, v in verdict.items() if k != "settled"})
-                verdicts[target] = {**{k: v for k, v in verdict.items() if k != "account"},   # run.json keeps it once
+                verdicts[target] = {**{k: v for k, v in verdict.items() if k not in ("account", "tps")},   # run.json keeps them once
                                     **({"fork": first.fork} if first.fork is not None else {})}
                 how = f" ({verdict['reason']})"
-            echo(f"warmed {target} up: {scenario} {first.payload_label} {first.users}u for "
-                 f"{done[-1]['seconds']:g} s{how}, {done[-1]['transactions']} transactions, {done[-1]['errors']} errors")
+            echo(f"warmed {target} up: {load.describe_load()} for {done[-1]['seconds']:g} s{how}, "
+                 f"{done[-1]['transactions']} transactions, {done[-1]['errors']} errors")
     return done
+
+
+def warm_workers(ctx: RunContext, watch: ConsoleWatch, step: plans.Step, seconds: float) -> None:
+    """Load `step`'s target at its load for `seconds`, unjudged: new warm workers compile meanwhile."""
+    try:
+        _load(ctx, watch, step, seconds, seconds, seconds)
+    except StepProblem as e:
+        raise EsbperfError(f"warming the workers up failed: {e.reason}; `esbperf run --resume {ctx.dir}` tries "
+                           "again once that is fixed") from None
 
 
 def _load(ctx: RunContext, watch: ConsoleWatch, step: plans.Step, seconds: float,

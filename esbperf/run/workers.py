@@ -282,6 +282,9 @@ class Workers(ABC):
     bring_home() for its logs; the run calls close() at its end and puts record() in run.json."""
 
     mode: str   # run.json and step.json `workers_mode`
+    # Whether its JVMs carry one step to the next: then a run whose targets need no warm-up warms
+    # them once before its first step (runner._execute), as a new worker JVM compiles for seconds.
+    outlive_steps: bool = False
 
     @abstractmethod
     def begin(self, watch: ConsoleWatch, properties: dict[str, Any], layout: Layout) -> Began:

@@ -100,14 +100,15 @@ class Watcher(threading.Thread):
 
 
 def rates(counts: list[tuple[int, float]], start: int, end: int, bucket_ms: int) -> list[float]:
-    """Rates per bucket from the cumulative counts, interpolated at the bucket edges, within [start, end)."""
-    if len(counts) < 2:
+    """Rates per bucket from the cumulative counts read inside [start, end) (the step zeroes the
+    console's totals as its window opens: a count from before is of another sum), interpolated at
+    the bucket edges from the first read inside on."""
+    inside = [c for c in counts if start <= c[0] < end]
+    if len(inside) < 2:
         return []
-    ms = np.array([c[0] for c in counts], dtype=float)
-    n = np.array([c[1] for c in counts], dtype=float)
-    edges = np.arange(start, end - bucket_ms + 1, bucket_ms, dtype=float)
-    edges = np.append(edges, edges[-1] + bucket_ms) if len(edges) else edges
-    edges = edges[(edges >= ms[0]) & (edges <= ms[-1])]
+    ms = np.array([c[0] for c in inside], dtype=float)
+    n = np.array([c[1] for c in inside], dtype=float)
+    edges = np.arange(ms[0], ms[-1] + 1, bucket_ms, dtype=float)
     return list(np.diff(np.interp(edges, ms, n)) / (bucket_ms / 1000)) if len(edges) > 1 else []
 
 

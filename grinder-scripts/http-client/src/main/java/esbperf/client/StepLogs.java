@@ -100,9 +100,9 @@ public final class StepLogs implements Steps.Logs {
       throw new IOException("order " + order.getSeq() + " names no log folder (esbperf.step.logs)");
     }
     final File folder = new File(relative).isAbsolute() ? new File(relative) : new File(base, relative);
-    if (!folder.isDirectory() && !folder.mkdirs()) {
-      throw new IOException("cannot make " + folder);
-    }
+    // Every worker process of the agent makes the same folder at once: File.mkdirs fails for the one
+    // that loses the race, Files.createDirectories takes a folder another made meanwhile.
+    Files.createDirectories(folder.toPath());
     final File workerFile = new File(folder, name + ".log");
     if (startLines == null) {   // read once, before any step: later lines of the process are no step's start
       startLines = startLines();
