@@ -19,6 +19,8 @@ names (aggregate.csv `valid` not `yes`) is never used; when no step is valid the
 and states no figure."""
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -113,10 +115,17 @@ def _interval(low: float | None, high: float | None, text=ms_text) -> str:
     return "" if low is None or high is None else f" (95 %: {text(low)}–{text(high)})"
 
 
+# An interval of a ratio wider than this factor, end to end, is printed as saying nothing.
+WIDEST_SHOWN = 100.0
+
+
 def _ratio_interval(r: Ratio | None) -> str:
     """`95 %: 20–24 %`, `99.2 %: 12–18×`: a verdict's interval at its level, as share_text words its ends."""
     if r is None or r.low is None or r.high is None:
         return ""
+    if not (r.low > 0 and math.isfinite(r.high)) or r.high / r.low > WIDEST_SHOWN:
+        # A unit or two at a family's level: bounds past any sense say only that nothing is known.
+        return f"{r.confidence * 100:.3g} %: too few units for an interval that says anything"
     low, high = share_text(r.low), share_text(r.high)
     level = f"{r.confidence * 100:.3g} %"
     for unit in (" %", "×"):

@@ -294,3 +294,12 @@ def test_the_first_screen_holds_the_headline_a_thesis_graph_and_the_verdicts(dem
     assert {graphs.slug(f"{plan}-proxy") for plan in analysis.plans} <= ids
     assert {f"hosts-{graphs.slug(f'{plan}-proxy')}" for plan in analysis.plans} <= ids
     assert {g.name for g in analysis.graphs} <= ids        # every graph is on the page
+
+
+def test_an_interval_wide_past_sense_is_said_to_say_nothing():
+    """The demo of 2026-11-28 printed "99.8 %: 1.5e-30 % to 2889333684631335469031319507304448×" for a
+    ratio over one unit at a family's level."""
+    from esbperf.analysis import headline
+    wild = headline.Ratio("p50", 6.5, 1.5e-32, 2.9e33, 2, 0.998)
+    assert headline._ratio_interval(wild) == "99.8 %: too few units for an interval that says anything"
+    assert headline._ratio_interval(headline.Ratio("p50", 6.5, 6.0, 7.0, 3, 0.95)) == "95 %: 6–7×"
