@@ -210,15 +210,15 @@ def _means(x: np.ndarray, points: Sequence[int]) -> list[float]:
     return [float(np.mean(x[a:b])) for a, b in zip(edges, edges[1:])]
 
 
-def large_change_points(x: np.ndarray, points: list[int], level: float, share: float = MIN_MOVE_SHARE) -> list[int]:
-    """The change points whose step is at least `share` of the level: the smallest step below it
-    is dropped (its two segments merged) until none is left."""
+def large_change_points(x: np.ndarray, points: list[int], level: float) -> list[int]:
+    """The change points whose step is at least MIN_MOVE_SHARE of the level: the smallest step
+    below it is dropped (its two segments merged) until none is left."""
     points = list(points)
     while points:
         means = _means(x, points)
         steps = [abs(b - a) for a, b in zip(means, means[1:])]
         i = int(np.argmin(steps))
-        if steps[i] >= share * abs(level):
+        if steps[i] >= MIN_MOVE_SHARE * abs(level):
             break
         del points[i]
     return points

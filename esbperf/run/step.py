@@ -372,8 +372,8 @@ class StepRunner:
         threads_seen = a.record["threads_seen"]
         if a.step.model == "closed" and threads_seen < a.step.users:
             # Threads idle in the window but busy in the step ran: a saturated client starves some of
-            # its threads for seconds (320 threads on one core), which the analysis names (its bound,
-            # `idle-threads`). Threads that never took part are a worker's or an agent's fault.
+            # its threads for seconds (320 threads on one core), which the analysis names (a note of
+            # its bound, `client-starved-threads`; `idle-threads` where no bound explains them). Threads that never took part are a worker's or an agent's fault.
             took_part = log_stats(layout.data_logs(a.tmp), a.start_ms, a.end_ms).threads
             a.record["threads_in_step"] = took_part
             if took_part < a.step.users:
