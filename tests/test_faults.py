@@ -208,6 +208,7 @@ def test_the_console_killed_and_restarted_mid_step(lab, tmp_path):
     assert len(finished_steps(run_dir)) == 2
 
 
+@pytest.mark.long   # a fault case (make test-long): the default suite stays inside ~30 minutes
 def test_agents_that_are_not_the_runs_are_refused_in_one_line(lab, tmp_path):
     the_plan = plans.load(write_plan(tmp_path / "crowded.yaml"))
     # An agent that joins mid-run would take a share of every later step's users.

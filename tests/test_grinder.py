@@ -105,7 +105,7 @@ def test_the_console_shows_each_worker_state_change_within_150_ms(grinder, echoe
                 seen.setdefault((w["name"], w["state"]), now)
             time.sleep(0.005)
 
-    hops = []
+    hops, others = [], []
     grinder.settle()
     for run in range(3):
         seen.clear()
@@ -125,13 +125,17 @@ def test_the_console_shows_each_worker_state_change_within_150_ms(grinder, echoe
             if log.name.endswith("-data.log"):
                 continue
             text = log.read_text()
-            threads_started = int(re.search(r"start time is (\d+) ms since Epoch", text).group(1))
+            started = re.search(r"start time is (\d+) ms since Epoch", text)
+            if started is None:   # not a worker's own log (CI once found one here): named if hops fall short
+                others.append(f"{log.name}: {text[-300:]!r}")
+                continue
+            threads_started = int(started.group(1))
             finished = threads_started + int(re.search(r"elapsed time is (\d+) ms", text).group(1))
             for state, sent in (("RUNNING", threads_started), ("FINISHED", finished)):
                 shown = seen.get((log.stem, state))
                 hops.append((log.stem, state, None if shown is None else round(shown - sent)))
     late = [hop for hop in hops if hop[2] is None or hop[2] > STATE_SEEN_WITHIN_MS]
-    assert len(hops) >= 12 and not late, f"late or never shown (ms): {late}; all: {hops}"
+    assert len(hops) >= 12 and not late, f"late or never shown (ms): {late}; all: {hops}; other logs: {others}"
 
 
 def test_settle_stops_the_workers_of_a_start_whose_sender_was_killed(grinder, echoes, tmp_path):

@@ -191,6 +191,7 @@ def schedule_corrected_latencies(step_dir: Path, meta: dict) -> tuple[list[float
     return latencies, missing
 
 
+@pytest.mark.long   # a fault case (make test-long): the default suite stays inside ~30 minutes
 @pytest.mark.slow
 def test_an_echo_frozen_at_the_end_of_the_window_shows_in_the_p99(grinder, echoes, tmp_path, monkeypatch,
                                                                    state_dir):

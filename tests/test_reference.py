@@ -304,8 +304,11 @@ def test_dead_and_silent_back_ends_give_502_and_504_within_the_timeout(backends,
 @pytest.mark.slow
 def test_its_work_cpu_per_request_is_proportional_to_the_work(running, backends, tmp_path_factory):
     """At 650, 1000 and 2600 rounds, the work's CPU per request from its own thread CPU clock (over
-    3,000 requests each, after 500 to warm the path) per round agrees within 10 %; the whole process's
-    CPU per request (proxying, GC, JIT) is printed beside it."""
+    3,000 requests each, after 500 to warm the path) lies on a line: the cost a round times the
+    rounds, plus a fixed part (reading the thread CPU clock is a system call on a VM: 15 µs a
+    request on CI, 10 % of 1000 rounds) under a fifth of the cost at 1000 rounds; the line through
+    650 and 2600 predicts 1000 within 10 %. The whole process's CPU per request (proxying, GC, JIT)
+    is printed beside it."""
     found = {}
     others = {work: _started(tmp_path_factory, port, backends, settings={"work": work})
               for work, port in WORK_PORTS.items()}
@@ -324,8 +327,11 @@ def test_its_work_cpu_per_request_is_proportional_to_the_work(running, backends,
     finally:
         for process in others.values():
             process.stop()
-    per_round = [cpu / work for work, cpu in found.items()]
-    assert max(per_round) / min(per_round) < 1 + PROPORTIONAL, found
+    per_round = (found[2600] - found[650]) / (2600 - 650)
+    fixed = found[650] - 650 * per_round
+    print(f"{per_round * 1000:.1f} ns a round, {fixed:.1f} µs fixed a request")
+    assert per_round > 0 and abs(fixed) < found[1000] / 5, found
+    assert abs((fixed + 1000 * per_round) / found[1000] - 1) < PROPORTIONAL, found
 
 
 @pytest.mark.slow

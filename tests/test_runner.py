@@ -118,6 +118,7 @@ def fingerprint(folder: Path) -> dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.long   # a fault case (make test-long): the default suite stays inside ~30 minutes
 @pytest.mark.slow
 def test_resume_after_a_kill_continues_and_loses_nothing(grinder, echoes, testbed_file, state_dir, tmp_path):
     plan_file = write_plan(tmp_path / "three.yaml", payloads=["1KB", "2KB", "3KB"])
@@ -146,6 +147,7 @@ def test_resume_after_a_kill_continues_and_loses_nothing(grinder, echoes, testbe
     assert json.loads((run_dir / "run.json").read_text())["finished"]
 
 
+@pytest.mark.long   # a fault case (make test-long): the default suite stays inside ~30 minutes
 @pytest.mark.slow
 def test_ctrl_c_stops_the_workers_and_keeps_finished_steps(grinder, echoes, testbed_file, state_dir, tmp_path):
     plan_file = write_plan(tmp_path / "two.yaml", payloads=["1KB", "2KB"], duration_s=20)
@@ -165,6 +167,7 @@ def test_ctrl_c_stops_the_workers_and_keeps_finished_steps(grinder, echoes, test
 MORTAL_PORT = 16084   # a ws1 of this test's own, killed in the middle of a step
 
 
+@pytest.mark.long   # a fault case (make test-long): the default suite stays inside ~30 minutes
 @pytest.mark.slow
 def test_a_back_end_that_dies_mid_step_stops_the_run_and_loses_nothing(grinder, echoes, state_dir, tmp_path):
     from esbperf.services.echo import start_echo
@@ -317,6 +320,7 @@ def test_a_console_that_does_not_answer_fails_preflight_within_5_s(echoes, tmp_p
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())
 
 
+@pytest.mark.long   # a fault case (make test-long): the default suite stays inside ~30 minutes
 @pytest.mark.slow
 def test_a_token_left_by_a_stopped_launcher_does_not_hide_the_console_started_by_hand(grinder, echoes, testbed_file,
                                                                                       state_dir, tmp_path):
@@ -379,6 +383,7 @@ def test_a_run_folder_is_never_reused(tmp_path):
     assert second.name == "smoke-direct-x-2" and (first / "run.json").read_text() == "{}"
 
 
+@pytest.mark.long   # a real run timed against its estimate (make test-long): the default suite stays lean
 @pytest.mark.slow
 def test_dry_run_estimates_a_real_run_within_20_percent_and_starts_nothing(grinder, echoes, testbed_file, tmp_path):
     from esbperf.run import estimate
@@ -530,9 +535,14 @@ def test_an_auto_warm_up_opens_once_steady_and_the_next_run_of_a_session_reuses_
             assert len(judged["tps"]) >= 10 and any(t for t in judged["tps"])
     first_record = json.loads((first / "run.json").read_text())
     # The target was loaded at least target_warmup_s, then on until steady (at most target_warmup_max_s).
-    [warmed] = first_record["target_warmup"][0]["targets"]
-    assert 3 <= warmed["seconds"] <= 20 + 5 and isinstance(warmed["steady"], bool), warmed
-    assert warmed["steady"] or warmed["seconds"] >= 20, warmed
+    # Warmed under both loads it is measured at (1 KB and 50 KB), the first step's last.
+    warmed = first_record["target_warmup"][0]["targets"]
+    assert [w["payload"] for w in warmed] == ["50KB", "1KB"], warmed
+    *before, last = warmed
+    assert all(w["least_s"] <= w["seconds"] <= w["least_s"] + 5 and "steady" not in w for w in before), before
+    # Settled (True), still moving (False) or not resolved (None); only settled ends it before the most.
+    assert 1 <= last["seconds"] <= 20 + 5 and last["steady"] in (True, False, None), last
+    assert last["steady"] or sum(w["seconds"] for w in warmed) >= 20 - 1, warmed
     record = json.loads((second / "run.json").read_text())
     assert set(first_record["calibration"]) == {"1KB", "50KB"}
     assert record["calibration"] == first_record["calibration"] and record["calibration_from"] == first.name

@@ -19,7 +19,9 @@ from esbperf import testbed as testbeds
 from esbperf.core import topology
 from esbperf.core.project import CONSOLE_CONFIG
 
-pytestmark = [pytest.mark.slow, pytest.mark.root,
+# Six minutes (make test-long): the rules it runs are tested on crafted data in test_settling.py and
+# test_known_answers.py, and end to end on real runs by test_demo.py.
+pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.long,
               pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
 
 PREFIX = "esbk-"

@@ -21,7 +21,7 @@ request, and on demand a known warm-up curve) or Camel:
 Everything goes into DIR/selftest-<time>/: each check's runs and comparisons, known-answers.csv (a row
 per rate: its count, its 95 % interval, its goal) and known-answers.md, the table that
 docs/benchmarks/known-answers.md publishes. --quick runs each check once, small (a few minutes in
-all: what `make test` runs to see that a rule still works), not enough for a rate worth publishing."""
+all: what `make test-long` runs to see that a rule still works), not enough for a rate worth publishing."""
 from __future__ import annotations
 
 import os
@@ -76,7 +76,7 @@ FULL = Sizes(aa_pairs=2, camel_pairs=1, difference_pairs=3, truth_s=20, flat_for
              difference=1.10, falling={"warmup-factor": 1.25, "warmup-s": 180}, falling_max_s=240, flat_max_s=75,
              reference_warmup_max_s=45,
              forks=None, users=None, payloads=None)
-# Minutes, for `make test`: the A/A and the warm-up's false-settle check once, small; a difference
+# Minutes, for `make test-long`: the A/A and the warm-up's false-settle check once, small; a difference
 # and a fall large enough that two forks tell them (a rule broken shows, a rate is not measured).
 QUICK = Sizes(aa_pairs=1, camel_pairs=1, difference_pairs=1, truth_s=5, flat_forks=1, falling_forks=1,
               difference=2.0, falling={"warmup-factor": 2.0, "warmup-s": 90}, falling_max_s=45, flat_max_s=30,

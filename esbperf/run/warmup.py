@@ -111,8 +111,9 @@ def warm_targets(ctx: RunContext, watch: ConsoleWatch, steps: list[plans.Step],
             try:
                 totals, verdict = _load(ctx, watch, load, share, max(share, most - share * n) if last else share,
                                         plan.target_horizon(kind))
-            except StepProblem as e:
-                raise EsbperfError(f"warming target {target} up failed: {e.reason}; `esbperf run --resume {ctx.dir}` "
+            except (StepProblem, EsbperfError) as e:   # a console's error too: said with what it broke
+                reason = e.reason if isinstance(e, StepProblem) else str(e)
+                raise EsbperfError(f"warming target {target} up failed: {reason}; `esbperf run --resume {ctx.dir}` "
                                    "tries again once that is fixed") from None
             done.append({"target": target, "scenario": load.scenario, "payload": load.payload_label,
                          "users": load.users, **({"rate": load.rate} if load.rate is not None else {}),
@@ -134,8 +135,9 @@ def warm_workers(ctx: RunContext, watch: ConsoleWatch, step: plans.Step, seconds
     """Load `step`'s target at its load for `seconds`, unjudged: new warm workers compile meanwhile."""
     try:
         _load(ctx, watch, step, seconds, seconds, seconds)
-    except StepProblem as e:
-        raise EsbperfError(f"warming the workers up failed: {e.reason}; `esbperf run --resume {ctx.dir}` tries "
+    except (StepProblem, EsbperfError) as e:
+        reason = e.reason if isinstance(e, StepProblem) else str(e)
+        raise EsbperfError(f"warming the workers up failed: {reason}; `esbperf run --resume {ctx.dir}` tries "
                            "again once that is fixed") from None
 
 
