@@ -66,6 +66,8 @@ def usable(plan: plans.Plan) -> None:
        dropped=st.lists(st.sampled_from(list(VALID_PLAN)), max_size=2))
 @example(changes={"capacity": {"\n": None}}, dropped=[])      # Hypothesis found it: a name with a line break
 @example(changes={"users\r\n": 1}, dropped=[])
+@example(changes={"forks": 10**20}, dropped=[])   # a local run found it: listing its steps took 23 GB
+@example(changes={"iterations": 10**15}, dropped=[])
 def test_plans_with_fields_of_any_value_load_or_fail_in_one_line(changes, dropped):
     data = {k: v for k, v in VALID_PLAN.items() if k not in dropped}
     data.update(changes)

@@ -164,6 +164,7 @@ class Step:
 
 # A target's most warm-up with warmup_s: auto when the plan does not say (target_warmup_max_s).
 DEFAULT_TARGET_WARMUP_MAX_S = 60
+MAX_REPEATS = 1000   # the most iterations × forks a plan may ask for (forks.md's costliest advice: 340)
 
 
 @dataclass
@@ -476,6 +477,9 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
         fail("keepalive", keepalive)
     iterations = number("iterations", 1, 1, integer=True)
     forks = number("forks", 1, 1, integer=True)
+    if iterations * forks > MAX_REPEATS:   # a plan's steps are listed before it runs: 10**20 would exhaust memory
+        raise EsbperfError(f"{source}: fields 'iterations' ({iterations}) and 'forks' ({forks}) make "
+                           f"{iterations * forks} repeats of each step; at most {MAX_REPEATS}")
     if forks > 1 and restart == "per-step":
         raise EsbperfError(f"{source}: field 'forks' does not go with restart: per-step (every step is a process of "
                            "its own already); remove one")
