@@ -111,9 +111,8 @@ def warm_targets(ctx: RunContext, watch: ConsoleWatch, steps: list[plans.Step],
             try:
                 totals, verdict = _load(ctx, watch, load, share, max(share, most - share * n) if last else share,
                                         plan.target_horizon(kind))
-            except (StepProblem, EsbperfError) as e:   # a console's error too: said with what it broke
-                reason = e.reason if isinstance(e, StepProblem) else str(e)
-                raise EsbperfError(f"warming target {target} up failed: {reason}; `esbperf run --resume {ctx.dir}` "
+            except (StepProblem, EsbperfError) as e:
+                raise EsbperfError(f"warming target {target} up failed: {_why(e)}; `esbperf run --resume {ctx.dir}` "
                                    "tries again once that is fixed") from None
             done.append({"target": target, "scenario": load.scenario, "payload": load.payload_label,
                          "users": load.users, **({"rate": load.rate} if load.rate is not None else {}),
@@ -131,13 +130,17 @@ def warm_targets(ctx: RunContext, watch: ConsoleWatch, steps: list[plans.Step],
     return done
 
 
+def _why(e: StepProblem | EsbperfError) -> str:
+    """What broke a warm-up: a step's problem, or the console's own error (said with what it broke)."""
+    return e.reason if isinstance(e, StepProblem) else str(e)
+
+
 def warm_workers(ctx: RunContext, watch: ConsoleWatch, step: plans.Step, seconds: float) -> None:
     """Load `step`'s target at its load for `seconds`, unjudged: new warm workers compile meanwhile."""
     try:
         _load(ctx, watch, step, seconds, seconds, seconds)
     except (StepProblem, EsbperfError) as e:
-        reason = e.reason if isinstance(e, StepProblem) else str(e)
-        raise EsbperfError(f"warming the workers up failed: {reason}; `esbperf run --resume {ctx.dir}` tries "
+        raise EsbperfError(f"warming the workers up failed: {_why(e)}; `esbperf run --resume {ctx.dir}` tries "
                            "again once that is fixed") from None
 
 
