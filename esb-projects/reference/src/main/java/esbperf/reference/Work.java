@@ -57,7 +57,7 @@ final class Work {
         }
     }
 
-    /** What the start-up measurement found: thread CPU time of `runs` warmed runs of `rounds` rounds. */
+    /** What the start-up measurement found over `runs` warmed runs of `rounds` rounds: cpuNanos is the median block's cost a run times `runs`. */
     record Calibration(int rounds, int runs, long cpuNanos) {
 
         double microsPerRequest() {
@@ -106,9 +106,12 @@ final class Work {
     }
 
     /**
-     * The thread CPU time a request's work costs at `rounds` rounds here: first enough runs for the
-     * JIT to compile it (1,000, at most ~1 s), then 3,000 timed runs (at most ~2 s of CPU, at least
-     * 20). The checksum of the runs goes to `sink`, so none is dead code.
+     * The thread CPU time a request's work costs at `rounds` rounds here. First it runs the work for
+     * at least 2,000 runs and 0.5 s of CPU (at most 2 s), so the JIT is done with it. Then 3,000 timed
+     * runs in 5 blocks (at least 20 runs, at most ~2 s of CPU); the cost is the median block's, so
+     * one block slowed by something else on the machine does not move it. It is still one moment's
+     * figure: on a VM the cost a round moves some ±10 % from minute to minute. The checksum of the runs goes
+     * to `sink`, so none is dead code.
      */
     static Calibration calibrate(int rounds, java.util.function.LongConsumer sink) {
         if (rounds == 0 || !clockWorks()) {
@@ -117,21 +120,32 @@ final class Work {
         long[] words = buffer();
         long checksum = 0;
         long start = threadCpuNanos();
-        for (int i = 0; i < 1000 && threadCpuNanos() - start < 1_000_000_000L; i++) {
-            checksum ^= run(words, rounds);
-        }
-        int runs = 0;
-        long began = threadCpuNanos();
-        long now = began;
-        while (runs < 3000 && (runs < 20 || now - began < 2_000_000_000L)) {
-            checksum ^= run(words, rounds);
-            runs++;
-            if ((runs & 15) == 0 || rounds > 10_000) {
-                now = threadCpuNanos();
+        for (int i = 0; ; i++) {
+            long spent = threadCpuNanos() - start;
+            if (spent >= 2_000_000_000L || (i >= 2000 && spent >= 500_000_000L)) {
+                break;
             }
+            checksum ^= run(words, rounds);
         }
-        now = threadCpuNanos();
+        int blocks = 5;
+        double[] perRun = new double[blocks];
+        int runs = 0;
+        for (int b = 0; b < blocks; b++) {
+            int inBlock = 0;
+            long began = threadCpuNanos();
+            long now = began;
+            while (inBlock < 600 && (inBlock < 4 || now - began < 400_000_000L)) {
+                checksum ^= run(words, rounds);
+                inBlock++;
+                if ((inBlock & 15) == 0 || rounds > 10_000) {
+                    now = threadCpuNanos();
+                }
+            }
+            perRun[b] = (double) (threadCpuNanos() - began) / inBlock;
+            runs += inBlock;
+        }
         sink.accept(checksum);
-        return new Calibration(rounds, runs, now - began);
+        java.util.Arrays.sort(perRun);
+        return new Calibration(rounds, runs, Math.round(perRun[blocks / 2] * runs));
     }
 }
