@@ -248,6 +248,7 @@ class Interval:
     se: float | None = None  # its standard error (of the log for a ratio or a pooled figure)
     log: bool = False        # the interval is symmetric in log(value)
     why_none: str = ""       # why there is no interval
+    paired: bool = False     # two sides measured by the same forks, each fork's A against its own B
 
     @property
     def has_interval(self) -> bool:
@@ -295,7 +296,42 @@ def interval(sample: Sample, confidence: float = CONFIDENCE) -> Interval:
                     sample.one_fork, se, log=True)
 
 
-def _two(a: Sample, b: Sample, log: bool, confidence: float, memo: dict | None) -> Interval:
+def pairable(a: Sample, b: Sample) -> bool:
+    """Whether two samples can be paired by fork: both from at least two forks, the same ones (the
+    caller knows they are of one run: its fork N started both sides' engines and measured them back
+    to back)."""
+    return not a.one_fork and not b.one_fork and sorted(set(a.forks)) == sorted(set(b.forks))
+
+
+def _paired(a: Sample, b: Sample, log: bool, confidence: float) -> Interval | None:
+    """A ÷ B (A − B) from each fork's own pair: t(n − 1) on the forks' log ratios (differences).
+    What the machine did during a fork (a neighbour, a slower minute: the development VM's speed
+    moved ±10 % between runs minutes apart) falls on both sides of its pair and drops out, where
+    the unpaired interval counts it twice (Abedi & Brecht, ICPE 2017: randomized multiple
+    interleaved trials). The value is the figures' own ratio, as unpaired."""
+    forks = sorted(set(a.forks))
+    mine, theirs = (np.asarray(_Units.of(s).statistic(np.eye(len(forks))), dtype=float) for s in (a, b))
+    value_a, value_b = a.figure(), b.figure()
+    if value_a is None or value_b is None:
+        return None
+    if log:
+        if value_a <= 0 or value_b <= 0 or np.any(mine <= 0) or np.any(theirs <= 0):
+            return None
+        value, each = value_a / value_b, np.log(mine) - np.log(theirs)
+    else:
+        value, each = value_a - value_b, mine - theirs
+    n = len(forks)
+    se = float(np.std(each, ddof=1) / math.sqrt(n))
+    q = t_quantile((1 + confidence) / 2, n - 1)
+    low, high = _widened(value, q * se) if log else (value - q * se, value + q * se)
+    return Interval(value, low, high, n, n, n - 1, False, se, log, paired=True)
+
+
+def _two(a: Sample, b: Sample, log: bool, confidence: float, memo: dict | None, paired: bool = False) -> Interval:
+    if paired and pairable(a, b):
+        found = _paired(a, b, log, confidence)
+        if found is not None:
+            return found
     sides = [a, b]
     few = [s for s in sides if len(s.groups()) < 2]
     if few:
@@ -327,18 +363,22 @@ def _remembered(sample: Sample, log: bool, memo: dict | None) -> _Spread | None:
     return memo[key]
 
 
-def ratio(a: Sample, b: Sample, confidence: float = CONFIDENCE, memo: dict | None = None) -> Interval:
+def ratio(a: Sample, b: Sample, confidence: float = CONFIDENCE, memo: dict | None = None,
+          paired: bool = False) -> Interval:
     """A ÷ B and its interval: symmetric in log(A ÷ B), whose standard error is the two sides'
     bootstrap standard errors (`_spread`) together, with Welch–Satterthwaite's degrees of freedom
     (`welch_df`: from n_A − 1 and n_B − 1, weighted by the sides' variances). `memo`
-    keeps each sample's bootstrap for the next ratio it is in (the caller keeps the samples)."""
-    return _two(a, b, True, confidence, memo)
+    keeps each sample's bootstrap for the next ratio it is in (the caller keeps the samples).
+    `paired`: the two sides are targets of one run, so each fork measured both; with the same forks
+    on both sides (`pairable`), the interval is the forks' pairs' (`_paired`)."""
+    return _two(a, b, True, confidence, memo, paired)
 
 
-def difference(a: Sample, b: Sample, confidence: float = CONFIDENCE, memo: dict | None = None) -> Interval:
+def difference(a: Sample, b: Sample, confidence: float = CONFIDENCE, memo: dict | None = None,
+               paired: bool = False) -> Interval:
     """A − B (e.g. the latency an ESB adds to direct's, a difference of pooled percentiles) and its
     interval, as `ratio` on the figures' own scale."""
-    return _two(a, b, False, confidence, memo)
+    return _two(a, b, False, confidence, memo, paired)
 
 
 def agreement(first: Interval, second: Interval, log: bool, confidence: float = CONFIDENCE
@@ -528,7 +568,7 @@ def at_confidence(found: Interval, confidence: float) -> Interval:
     else:
         low, high = found.value - q * found.se, found.value + q * found.se
     return Interval(found.value, low, high, found.forks, found.units, found.df, found.one_fork, found.se, found.log,
-                    found.why_none)
+                    found.why_none, found.paired)
 
 
 @dataclass(frozen=True)

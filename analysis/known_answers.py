@@ -82,7 +82,8 @@ class Comparison:
 
     name: str
     verdicts: pl.DataFrame
-    second: str = ""                     # the run compared against the first (its run folder's name)
+    second: str = ""                     # the side compared against the first: its run folder's name, or
+                                         # its target's, for two targets of one run
     gate_exit: int | None = None
     truth: dict[tuple, dict[str, float]] = field(default_factory=dict)   # (payload_bytes, users) -> figure -> B÷A
 
@@ -93,11 +94,12 @@ def _judged(frame: pl.DataFrame, figure: str) -> pl.DataFrame:
     return rows.filter(pl.col("ratio_low").is_not_null() & pl.col("ratio_high").is_not_null())
 
 
-def aa_rates(check: str, comparisons: list[Comparison]) -> list[Rate]:
+def aa_rates(check: str, comparisons: list[Comparison], where: str = "comparison(s) of two runs") -> list[Rate]:
     """A/A: a difference called shown is wrong, whatever its direction (both sides are the same
-    target); per figure and over all; and the gate at its limits failing, per comparison."""
+    target); per figure and over all; and the gate at its limits failing, per comparison. `where`
+    says what a comparison is (counted before it)."""
     out = []
-    where = f"{len(comparisons)} comparison(s) of two runs"
+    where = f"{len(comparisons)} {where}"
     every = []
     for figure in FIGURES:
         rows = [r for c in comparisons for r in _judged(c.verdicts, figure).iter_rows(named=True)]
@@ -170,11 +172,13 @@ def difference_rates(check: str, comparisons: list[Comparison]) -> list[Rate]:
 
 
 def _b_over_a(row: dict, second: str, column: str = "ratio") -> float | None:
-    """The verdict's ratio (verdicts.csv: a ÷ b) as the second run's figure ÷ the first's."""
+    """The verdict's ratio (verdicts.csv: a ÷ b) as the second side's figure ÷ the first's (the second
+    a run, or a target of a run that holds both)."""
     value = row[column]
     if value is None or value <= 0:
         return None
-    return value if row["a_run"] == second else 1 / value
+    a_is_second = row["a_target"] == second if row["a_run"] == row["b_run"] else row["a_run"] == second
+    return value if a_is_second else 1 / value
 
 
 # --- a target's warm-up -------------------------------------------------------------------------

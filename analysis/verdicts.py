@@ -32,7 +32,8 @@ COLUMNS = {"plan": pl.String, "scenario": pl.String, "payload_bytes": pl.Int64, 
            "a": pl.String, "b": pl.String, "a_run": pl.String, "a_target": pl.String, "b_run": pl.String,
            "b_target": pl.String, "ratio": pl.Float64, "ratio_low": pl.Float64, "ratio_high": pl.Float64,
            "confidence": pl.Float64, "p": pl.Float64, "q": pl.Float64, "control": pl.String,
-           "df": pl.Float64, "forks": pl.Int64, "units": pl.Int64, "one_fork": pl.Boolean, "shown": pl.Boolean,
+           "df": pl.Float64, "forks": pl.Int64, "units": pl.Int64, "one_fork": pl.Boolean, "paired": pl.Boolean,
+           "shown": pl.Boolean,
            "better": pl.String, "at_least": pl.Boolean, "bound_a": pl.String, "bound_b": pl.String,
            "valid_a": pl.String, "valid_b": pl.String, "bound_note": pl.String,
            "sentence": pl.String, "short": pl.String}
@@ -110,7 +111,9 @@ def pending_pairs(summary: pl.DataFrame, histograms: dict[tuple, StepHistograms]
                          "a_target": a[1], "b_run": b[0], "b_target": b[1], "bound_a": ra.get("bound"),
                          "bound_b": rb.get("bound"), "valid_a": ra.get("valid"), "valid_b": rb.get("valid"),
                          "bound_note": note},
-                        figure, forks.ratio(*samples, memo=memo), note, (ra.get("bound"), rb.get("bound")),
+                        # Two targets of one run: each fork measured both (plan.steps), so the forks pair them.
+                        figure, forks.ratio(*samples, memo=memo, paired=a[0] == b[0]), note,
+                        (ra.get("bound"), rb.get("bound")),
                         f" [not a valid measurement: {invalid}]" if invalid else "", " (not valid)" if invalid else ""))
     return out
 
@@ -127,7 +130,8 @@ def judged(pending: list[Pending]) -> pl.DataFrame:
         rows.append({**v.row, "ratio": i.value, "ratio_low": i.low, "ratio_high": i.high,
                      "confidence": family.confidence if i.has_interval else None, "p": p, "q": q,
                      "control": family.control() if q is not None else "", "df": i.df, "forks": i.forks,
-                     "units": i.units, "one_fork": i.one_fork, "shown": said.shown, "better": said.better,
+                     "units": i.units, "one_fork": i.one_fork, "paired": i.paired, "shown": said.shown,
+                     "better": said.better,
                      "at_least": said.at_least, "sentence": said.sentence + v.after,
                      "short": said.short + v.after_short})
     return pl.DataFrame(rows, schema=COLUMNS)

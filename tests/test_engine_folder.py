@@ -25,13 +25,13 @@ ESBPERF = [sys.executable, "-m", "esbperf"]
 FOLDERS = Path(__file__).parent / "data" / "engines"
 NAME = "tiny-proxy"
 PORT = 16340
-SHIPPED = {"camel", "spring-integration", "synapse", "nginx", "haproxy", "reference"}
+SHIPPED = {"camel", "spring-integration", "synapse", "nginx", "haproxy", "reference", "reference-twin"}
 
 
 def test_the_shipped_engines_are_folders():
     found = engines.load_all()
     assert set(found) == SHIPPED and all((e.folder / engines.FILE).is_file() for e in found.values())
-    assert [e.kind for e in found.values()] == ["ESB"] * 3 + ["floor"] * 2 + ["reference"]
+    assert [e.kind for e in found.values()] == ["ESB"] * 3 + ["floor"] * 2 + ["reference"] * 2
     camel = found["camel"]
     assert (camel.module.path, camel.module.artifact, camel.main) == ("esb-projects/camel", "esb-camel",
                                                                       "org.apache.camel.main.Main")
@@ -79,6 +79,28 @@ def test_a_wrong_engine_folder_is_one_line_naming_its_file(tmp_path, text, error
     folder = _folder(tmp_path, text)
     with pytest.raises(EsbperfError, match=rf"^{re.escape(str(folder / 'engine.yaml'))}: {error}"):
         engines.read(folder)
+
+
+def test_a_twin_extends_an_engine_beside_it_with_a_match_of_its_own(tmp_path):
+    """reference-twin is the reference built and started from its folder, its own JVM option and
+    match the only difference; an engine extending none beside it, or keeping its match, is one line."""
+    found = engines.load_all()
+    one, twin = found["reference"], found["reference-twin"]
+    assert twin.folder == one.folder and twin.module == one.module and twin.settings == one.settings
+    assert (twin.main, twin.arguments, twin.account, twin.kind) == (one.main, one.arguments, one.account, one.kind)
+    assert twin.match != one.match and twin.match in " ".join(twin.jvm_options) and \
+        one.match not in " ".join(twin.jvm_options) and twin.match not in " ".join(one.jvm_options)
+    _folder(tmp_path, "kind: ESB\nmatch: base-proxy\ncommand: [env, '@ESB_PORT@']\n", name="base")
+    copy = engines.read(_folder(tmp_path, "extends: base\nmatch: base-copy\n", name="copy"))
+    assert (copy.name, copy.folder, copy.program, copy.arguments, copy.match) == \
+        ("copy", tmp_path / "base", "env", ("@ESB_PORT@",), "base-copy")
+    for name, text, error in (("far", "extends: elsewhere\nmatch: y\n", "extends must name an engine folder beside it"),
+                              ("same", "extends: base\nmatch: base-proxy\n", "needs a match of its own"),
+                              ("inner", "extends: base\nmatch: base\n", "needs a match of its own"),
+                              ("twice", "extends: copy\nmatch: z\n", "one level only")):
+        folder = _folder(tmp_path, text, name=name)
+        with pytest.raises(EsbperfError, match=rf"^{re.escape(str(folder / 'engine.yaml'))}: .*{error}"):
+            engines.read(folder)
 
 
 def test_an_unknown_engine_name_says_how_to_add_one(tmp_path):

@@ -61,7 +61,7 @@ def test_the_floors_serve_the_proxy_scenarios_and_the_esbs_every_one():
         esb.refuse_unserved("fast", "haproxy", ["xslt"])
     esb.refuse_unserved("nginx", "nginx", ["hbr-raw", "proxy"])   # served: no error
     with pytest.raises(EsbperfError, match=r"^unknown engine 'mule' \(ESBs: camel, spring-integration, synapse; "
-                                           r"floors: haproxy, nginx; reference engines: reference; an engine is a folder "
+                                           r"floors: haproxy, nginx; reference engines: reference, reference-twin; an engine is a folder "
                                            r"with an engine.yaml"):
         esb.engine("mule")
 
@@ -77,7 +77,7 @@ def test_testbed_start_puts_the_floors_beside_the_esb_and_the_monitor_watches_ea
     tb = topology.load("local")
     every_engine = ["org.apache.camel.main.Main", "org.apache.synapse.SynapseServer",
                     "esbperf.springintegration.EsbApplication", "nginx:", "haproxy -db -f",
-                    "esbperf.reference.ReferenceMain"]
+                    "esbperf.standard=reference", "esbperf.standard=twin"]
     names, matches = _on_esb_host(hosts.plan(tb, "spring-integration", lambda role: "local", floors=True))
     assert names == ["esb-spring-integration", "esb-nginx", "esb-haproxy", "monitor"]
     # The monitor watches every engine the host has a port for: one started by hand later is seen too.

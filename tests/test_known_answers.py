@@ -48,6 +48,12 @@ def test_a_known_difference_is_right_only_shown_with_the_truths_sign_and_covered
                                  (1 / pl.col("ratio_low")).alias("ratio_high"))
     again = {r.judgment: r.hits for r in ka.difference_rates("diff", [ka.Comparison("c1", flipped, "b-run", truth=truth)])}
     assert again == {j: r.hits for j, r in found.items()}
+    # Two targets of one run (the interleaved check): the second side named by its target, a either.
+    for written, a_target, b_target in ((frame, "reference-twin", "reference"), (flipped, "reference", "reference-twin")):
+        one_run = written.with_columns(pl.lit("run").alias("a_run"), pl.lit("run").alias("b_run"),
+                                       pl.lit(a_target).alias("a_target"), pl.lit(b_target).alias("b_target"))
+        same = ka.difference_rates("diff", [ka.Comparison("c1", one_run, "reference-twin", truth=truth)])
+        assert {r.judgment: r.hits for r in same} == {j: r.hits for j, r in found.items()}
 
 
 def test_the_truth_pools_each_sides_wrk_windows():

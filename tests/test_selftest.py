@@ -1,5 +1,6 @@
 """`esbperf selftest --quick` as a user types it, on an emulated testbed of its own: the A/A check
-(two runs of the reference engine compared with `esbperf compare` and its gate) and the warm-up
+(two runs of the reference engine compared with `esbperf compare` and its gate), the interleaved
+check (the reference and its twin in one run, an A/A and a known difference × 2) and the warm-up
 check (a reference whose work falls by half over 90 s, its warm-up cut at 45 s) run end to end, and
 their table says what a working rule says: the gate did not fail two identical runs, and a warm-up
 still falling was not called settled. The published rates, with their counts, come from the full
@@ -42,6 +43,7 @@ def test_the_quick_selftest_runs_its_checks_and_a_working_rule_passes_them(tmp_p
     testbed_file = own_testbed(tmp_path / "selftest-test.yaml")
     testbeds.down(topology.load(testbed_file))   # a killed earlier run's leftovers
     done = subprocess.run([sys.executable, "-m", "esbperf", "selftest", "--quick", "--check", "aa", "--check", "warmup",
+                           "--check", "interleaved",
                            "--testbed", str(testbed_file), "--out", str(tmp_path / "results")],
                           capture_output=True, text=True, timeout=1200,
                           env={**os.environ, "ESBPERF_STATE": str(tmp_path / "state")})
@@ -57,3 +59,11 @@ def test_the_quick_selftest_runs_its_checks_and_a_working_rule_passes_them(tmp_p
     [falling] = [r for (check, _), r in rates.items() if check.startswith("warm-up: reference falling 50%")]
     assert (falling["count"], falling["hits"]) == ("1", "0"), falling
     assert "| A/A: reference |" in (folder / "known-answers.md").read_text()
+    # The reference beside its twin in one run, each fork measuring both: paired verdicts.
+    aa = rates[("A/A interleaved: reference beside its twin", "any figure: a difference called shown")]
+    assert aa["count"] == "3", aa
+    shown = rates[("known difference interleaved: twin's work × 2", "tps: the difference shown, with the right sign")]
+    assert (shown["count"], shown["hits"]) == ("1", "1"), shown
+    [paired] = (folder / "interleaved-difference-report-1").rglob("verdicts.csv")
+    with paired.open() as f:
+        assert {r["paired"] for r in csv.DictReader(f)} == {"true"}

@@ -13,6 +13,11 @@ request, and on demand a known warm-up curve) or Camel:
     difference  the reference at its work N, then at 1.1 × N (selftest-difference): how often the verdict
                 is shown with the right sign, and how often its interval covers the truth, measured
                 apart by wrk over long windows on each
+    interleaved the reference and its twin (esb-projects/reference-twin) as two targets of one run, so
+                each fork measures both and the verdict pairs them fork by fork (selftest-interleaved):
+                an A/A (both at work N: how often a difference is called shown) and the known
+                difference (the twin at 1.1 × N: shown with the right sign, interval covering the
+                truth, which wrk measures on the two in turn)
     warmup      forks of a flat reference: how soon their warm-up is judged settled; forks of one whose
                 work falls 20 % over 180 s: how often it is judged settled while its speed, by its own
                 account, still had more than 5 % to move (selftest-warmup)
@@ -45,8 +50,10 @@ from esbperf.results import layout
 from esbperf.run import crosscheck, runner
 from esbperf.services.esb import ENGINES
 
-CHECKS = ("aa", "aa-camel", "difference", "warmup", "valid")
+CHECKS = ("aa", "aa-camel", "difference", "interleaved", "warmup", "valid")
 REFERENCE = "reference"
+TWIN = "reference-twin"          # the reference a second time, beside it in one run
+TRUTH_TURNS = 3                  # wrk on the reference, then on its twin, this many times over
 GATE = ("--max-tps-drop", "5%", "--max-p99-rise", "5%")
 
 
@@ -67,6 +74,9 @@ class Sizes:
     # The reference's own warm-up (its C1-compiled code) is over within seconds: in the A/A and the
     # difference its forks are loaded at most this long, where an ESB's are given the plan's.
     reference_warmup_max_s: float
+    interleaved_runs: int    # runs of the interleaved A/A, and as many of the interleaved difference
+    interleaved_forks: int
+    interleaved_warmup_max_s: float   # each target's warm-up at each load there (two targets, two loads a fork)
     forks: int | None        # forks per run of the A/A and difference checks (None: the plan's)
     users: list[int] | None  # the A/A and difference plans' users (None: the plan's)
     payloads: list[str] | None
@@ -74,13 +84,13 @@ class Sizes:
 
 FULL = Sizes(aa_pairs=2, camel_pairs=1, difference_pairs=3, truth_s=20, flat_forks=10, falling_forks=6,
              difference=1.10, falling={"warmup-factor": 1.25, "warmup-s": 180}, falling_max_s=240, flat_max_s=75,
-             reference_warmup_max_s=45,
+             reference_warmup_max_s=45, interleaved_runs=1, interleaved_forks=8, interleaved_warmup_max_s=15,
              forks=None, users=None, payloads=None)
 # Minutes, for `make test-long`: the A/A and the warm-up's false-settle check once, small; a difference
 # and a fall large enough that two forks tell them (a rule broken shows, a rate is not measured).
 QUICK = Sizes(aa_pairs=1, camel_pairs=1, difference_pairs=1, truth_s=5, flat_forks=1, falling_forks=1,
               difference=2.0, falling={"warmup-factor": 2.0, "warmup-s": 90}, falling_max_s=45, flat_max_s=30,
-              reference_warmup_max_s=15,
+              reference_warmup_max_s=15, interleaved_runs=1, interleaved_forks=3, interleaved_warmup_max_s=10,
               forks=2, users=[20], payloads=["1KB"])
 
 
@@ -167,6 +177,19 @@ class Selftest:
                 pairs.append({"a": str(a.relative_to(self.out)), "b": str(b.relative_to(self.out)),
                               "truth_a": truth_a, "truth_b": truth_b})
                 self.note(check, {"factor": self.sizes.difference, "pairs": pairs})
+        elif check == "interleaved":
+            plan = _plan("selftest-interleaved", self.sizes, forks=self.sizes.interleaved_forks,
+                         target_warmup_max_s={"direct": 30, "floor": 30, "esb": self.sizes.interleaved_warmup_max_s})
+            work = ENGINES[REFERENCE].setting_values()["work"]
+            runs = []
+            for label, factor in (("aa", 1.0), ("difference", self.sizes.difference)):
+                for n in range(self.sizes.interleaved_runs):
+                    folder = f"interleaved-{label}-{n + 1}"
+                    settings = {REFERENCE: {"work": work}, TWIN: {"work": round(work * factor)}}
+                    run, truth_a, truth_b = self.interleaved(plan, settings, folder, truth=factor != 1.0)
+                    runs.append({"label": label, "factor": factor, "run": str(run.relative_to(self.out)),
+                                 "truth_a": truth_a, "truth_b": truth_b})
+                    self.note(check, {"runs": runs})
         elif check == "warmup":
             flat_plan = _plan("selftest-warmup", self.sizes, forks=self.sizes.flat_forks, users=[20], payloads=["1KB"],
                               target_warmup_max_s={"direct": 30, "floor": 30, "esb": self.sizes.flat_max_s})
@@ -181,6 +204,21 @@ class Selftest:
         elif check == "valid":
             report = run_demo(self.testbed.path, REFERENCE, self.out / "valid", self.console, plan_names=DEMO_PLANS)
             self.note(check, {"demo": str(report.parent.relative_to(self.out))})
+
+    def interleaved(self, plan: plans.Plan, settings: dict, folder: str, truth: bool) -> tuple[Path, list, list]:
+        """One run of `plan` with the reference and its twin as its targets, each with its `settings`;
+        with `truth`, wrk on each load of the two in turn, TRUTH_TURNS times (the machine's drift
+        then falls on both sides of the truth too)."""
+        work = state_dir() / "selftest" / f"{self.out.name}-{folder}"
+        with launched(self.testbed, [REFERENCE, TWIN], work, self.console, settings=settings) as launcher:
+            self.console.rule(f"selftest {folder}: {REFERENCE} {settings[REFERENCE]} beside {TWIN} {settings[TWIN]}")
+            run = runner.start(plan, [REFERENCE, TWIN], self.testbed, self.out / folder, console=self.console,
+                               **launcher)
+            truth_a, truth_b = [], []
+            for _ in range(TRUTH_TURNS if truth else 0):
+                truth_a += self.truth(REFERENCE, plan)
+                truth_b += self.truth(TWIN, plan)
+        return run, truth_a, truth_b
 
     def reference_warmup(self) -> dict:
         return {"target_warmup_max_s": {"direct": 30, "floor": 30, "esb": self.sizes.reference_warmup_max_s}}
@@ -224,6 +262,8 @@ class Selftest:
                 layout.write_json(self.judged / "difference-truth.json",
                                   [{"payload_bytes": k[0], "users": k[1], **v} for k, v in truth.items()])
                 self.rates += known_answers.difference_rates(f"known difference: work × {what['factor']:g}", comparisons)
+            elif check == "interleaved":
+                self.rates += self.judge_interleaved(what["runs"])
             elif check == "warmup":
                 flat = known_answers.warmings(layout.read_json(self.out / what["flat"] / layout.RUN_FILE))
                 falling = (known_answers.warmings(layout.read_json(self.out / what["falling"] / layout.RUN_FILE))
@@ -240,6 +280,34 @@ class Selftest:
                 summary = pl.read_csv(report / "summary.csv", infer_schema_length=None)
                 self.rates += known_answers.valid_rates("the demo's grid against a flat reference", summary)
         self.write()
+
+    def judge_interleaved(self, runs: list[dict]) -> list:
+        """Each interleaved run's own report (`esbperf report RUN`: its verdicts pair the two targets by
+        fork), judged as an A/A or as the known difference."""
+        from esbperf.analysis import known_answers
+        from esbperf.analysis.known_answers import Comparison
+        from esbperf.analysis.report import build_report
+
+        rates = []
+        for label in ("aa", "difference"):
+            comparisons = []
+            for n, entry in enumerate(r for r in runs if r["label"] == label):
+                report, _ = build_report([self.out / entry["run"]], self.judged / f"interleaved-{label}-report-{n + 1}")
+                found = Comparison(f"interleaved-{label}-{n + 1}",
+                                   pl.read_csv(report / "verdicts.csv", infer_schema_length=None), TWIN)
+                if label == "difference":
+                    found.truth = known_answers.pooled_truth([(entry["truth_a"], entry["truth_b"])])
+                comparisons.append(found)
+            if not comparisons:
+                continue
+            if label == "aa":
+                rates += known_answers.aa_rates("A/A interleaved: reference beside its twin", comparisons,
+                                                where="run(s), the two targets paired by fork")
+            else:
+                factor = next(r["factor"] for r in runs if r["label"] == label)
+                rates += known_answers.difference_rates(f"known difference interleaved: twin's work × {factor:g}",
+                                                        comparisons)
+        return rates
 
     def write(self) -> None:
         from esbperf.analysis import known_answers

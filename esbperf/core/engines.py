@@ -20,6 +20,11 @@ outside the checkout in $ESBPERF_ENGINES); nothing in esbperf/ names an engine.
     settings:                   # what `esbperf esb NAME --work 1100` may set, each filling @SETTING_WORK@
       work: {default: 1300, min: 0, max: 10000000, help: rounds of work per request}
     account: /reference/stats   # a GET path on its listener answering JSON about itself (run.json keeps it)
+    extends: reference          # another engine of this folder's parent: its fields, then these over them
+                                #   (java field by field); it is built, configured and started from there
+
+A twin (extends) is the same engine a second time under its own name and port, e.g. two reference
+engines in one run (esbperf selftest); its `match` must tell its process from the other's.
 
 Its arguments and config files carry @TOKENS@ that esbperf fills at each start (`TOKENS`; values are
 XML-escaped in files whose names end in .xml); a token left unfilled is an error naming the file."""
@@ -61,7 +66,7 @@ TOKENS = {
     "@SHARED_URL@": "esb-projects/shared as a file: URL (the contract's stylesheets are in its xslt/)",
 }
 FIELDS = ("kind", "match", "serves", "start_timeout_s", "java", "command", "parent_death_signal", "config", "folders",
-          "settings", "account")
+          "settings", "account", "extends")
 JAVA_FIELDS = ("module", "also_packages", "options", "main", "arguments")
 SETTING_FIELDS = ("default", "min", "max", "help")
 SETTING_NAME = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
@@ -223,6 +228,8 @@ def read(folder: Path) -> Engine:
     unknown = [k for k in data if k not in FIELDS]
     if unknown:
         raise EsbperfError(f"{path}: unknown field {quoted(unknown[0])} (allowed: {', '.join(FIELDS)})")
+    if "extends" in data:
+        folder, data = _extended(folder, data, path)
     kind = data.get("kind")
     if kind not in KINDS:
         raise EsbperfError(f"{path}: kind must be {', '.join(KINDS[:-1])} or {KINDS[-1]}, got {kind!r}")
@@ -292,6 +299,26 @@ def read(folder: Path) -> Engine:
         _tokens_known(arguments, f"{path}: command", settings)
     return Engine(name, folder, kind, match, serves, float(timeout), module, options, main, arguments, program,
                   signal, config, folders, settings, account)
+
+
+def _extended(folder: Path, data: dict, path: Path) -> tuple[Path, dict]:
+    """An engine.yaml that `extends` another engine of its parent folder: the other's folder (which
+    builds and configures it) and its fields with these over them (`java` field by field)."""
+    base_name = data["extends"]
+    base = folder.parent / str(base_name)
+    if not isinstance(base_name, str) or not NAME.match(base_name) or not (base / FILE).is_file():
+        raise EsbperfError(f"{path}: extends must name an engine folder beside it, got {base_name!r}")
+    base_data = load_yaml(base / FILE)
+    if "extends" in base_data:
+        raise EsbperfError(f"{path}: extends {base_name}, which extends another: one level only")
+    mine, theirs = str(data.get("match") or ""), str(base_data.get("match") or "")
+    if not mine or mine in theirs or theirs in mine:
+        raise EsbperfError(f"{path}: an engine that extends {base_name} needs a match of its own, "
+                           "or the monitor could not tell their processes apart")
+    merged = {**base_data, **{k: v for k, v in data.items() if k != "extends"}}
+    if isinstance(base_data.get("java"), dict) and isinstance(data.get("java"), dict):
+        merged["java"] = {**base_data["java"], **data["java"]}
+    return base, merged
 
 
 def folders() -> list[Path]:
