@@ -359,7 +359,9 @@ def _figures(data: RoundData) -> list[Figure]:
         def both(target: str, reference: str, column: str, how) -> tuple[forks.Interval, str]:
             (a, left_a), (b, left_b) = sample(target, column), sample(reference, column)
             said = "; ".join(f"{who}: {text}" for who, text in ((target, left_a), (reference, left_b)) if text)
-            return how(a, b, memo=memo), said
+            # Both from one run: its forks measured both targets, so they pair them (forks.ratio).
+            runs = {r.get("run") for t in (target, reference) for r in iters.get(t, {}).values()}
+            return how(a, b, memo=memo, paired=len(runs) == 1), said
 
         def fig(kind: str, what: str, target: str, value, values, valid: str, interval=None, left_out="") -> None:
             low, high = _spread(values)
@@ -593,7 +595,8 @@ def pair_pending(data: RoundData, a: Side, b: Side, plan: str, step: dict, memo:
             continue
         samples = [cache.setdefault((s.run, s.target, tuple(step.values()), column),
                                     figure_sample(s.rows, data.histograms(), column)) for s in (a, b)]
-        out.append(Pending(row, figure, forks.ratio(*samples, memo=memo), after=f" [{left}]" if left else ""))
+        out.append(Pending(row, figure, forks.ratio(*samples, memo=memo, paired=a.run == b.run),
+                           after=f" [{left}]" if left else ""))
     return out
 
 
