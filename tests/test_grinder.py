@@ -116,17 +116,24 @@ def test_the_console_shows_each_worker_state_change_within_150_ms(grinder, echoe
         try:
             workers = grinder.start_workers_and_wait(direct_properties(**{
                 "grinder.threads": 1, "grinder.duration": 1500, "grinder.logDirectory": relative}), 2)
+            names = {w["name"] for a in grinder.agents() for w in a.get("workers", []) if w["id"] in workers}
             assert grinder.wait_workers_finished(workers, 30)
             time.sleep(0.2)   # the watcher's last look
         finally:
             watching.set()
             watcher.join(5)
-        for log in gather_logs(relative, tmp_path / f"run{run}"):
-            if log.name.endswith("-data.log"):
-                continue
+        logs = [log for log in gather_logs(relative, tmp_path / f"run{run}") if not log.name.endswith("-data.log")]
+        # A worker may still be writing its log as it ends (the file moved is the one it writes: once
+        # on a busy machine a log was read with its first three lines only): wait for its last line.
+        ends = time.monotonic() + 5
+        while time.monotonic() < ends and not all("elapsed time is" in log.read_text() for log in logs):
+            time.sleep(0.2)
+        for log in logs:
             text = log.read_text()
             started = re.search(r"start time is (\d+) ms since Epoch", text)
-            if started is None:   # not a worker's own log (CI once found one here): named if hops fall short
+            # Only the workers this start returned: a start signal sent again (start_workers_and_wait)
+            # may reach an agent whose 1.5-s workers have ended, and start two more after the watch.
+            if started is None or log.stem not in names:
                 others.append(f"{log.name}: {text[-300:]!r}")
                 continue
             threads_started = int(started.group(1))
@@ -135,7 +142,7 @@ def test_the_console_shows_each_worker_state_change_within_150_ms(grinder, echoe
                 shown = seen.get((log.stem, state))
                 hops.append((log.stem, state, None if shown is None else round(shown - sent)))
     late = [hop for hop in hops if hop[2] is None or hop[2] > STATE_SEEN_WITHIN_MS]
-    assert len(hops) >= 12 and not late, f"late or never shown (ms): {late}; all: {hops}; other logs: {others}"
+    assert len(hops) == 12 and not late, f"late or never shown (ms): {late}; all: {hops}; other logs: {others}"
 
 
 def test_settle_stops_the_workers_of_a_start_whose_sender_was_killed(grinder, echoes, tmp_path):

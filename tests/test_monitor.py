@@ -33,7 +33,7 @@ pytestmark = pytest.mark.slow
 LOCAL = ROOT / "console-config" / "testbeds" / "local.yaml"
 HEADER = ["time_ms", "phase", "metric", "subject", "value"]
 # Our own ports for everything a testbed names, so no other test's services are touched.
-OTHER_PORTS = {"console": 17190, "api": 17191, "echo": (17181, 17182, 17183), "esb": 17184}
+OTHER_PORTS = {"console": 17190, "api": 17191, "echo": (17181, 17182, 17183), "esb": 17240}   # esb: one an engine, up to 17259
 
 
 def now_ms() -> int:
@@ -243,10 +243,12 @@ def test_busy_loop_raises_total_cpu_and_the_watched_processes_cpu_through_sigar_
     the same metrics and subjects."""
     marker = f"esbperf-test-busy-{os.getpid()}"
     busy_loop = [sys.executable, "-c", "while True: pass", marker]
+    ports = {"sigar": 17107, "oshi": 17108}
+    # The testbeds first: a bad one must not leave the busy loops running (once they ran on for the
+    # rest of a suite and spoiled its timings).
+    testbeds = {sampler: make_testbed(tmp_path / f"{sampler}.yaml", {"esb": port}) for sampler, port in ports.items()}
     idle = subprocess.Popen(["sleep", "120"])
     busy = [subprocess.Popen(busy_loop) for _ in range(os.cpu_count())]   # every core
-    ports = {"sigar": 17107, "oshi": 17108}
-    testbeds = {sampler: make_testbed(tmp_path / f"{sampler}.yaml", {"esb": port}) for sampler, port in ports.items()}
     started = []
     try:
         start = now_ms()
