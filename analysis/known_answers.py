@@ -144,6 +144,27 @@ def pooled_truth(pairs: list[tuple[list[dict], list[dict]]]) -> dict[tuple, dict
     return truth
 
 
+def work_share(accounts: Iterable[dict]) -> float | None:
+    """The share of the reference's CPU that its set work takes, by its own clocks: its work's CPU
+    time over its process's, summed over `accounts` (GET /reference/stats, each a process's life so
+    far). Both clocks run over the same moments, so the machine's speed cancels out of the share;
+    the process's start (JVM, calibration) counts as not work, so a long-loaded process tells it best."""
+    work = process = 0.0
+    for a in accounts:
+        if a and a.get("work_cpu_s") and a.get("process_cpu_s"):
+            work, process = work + float(a["work_cpu_s"]), process + float(a["process_cpu_s"])
+    return work / process if process else None
+
+
+def construction_truth(share: float, factor: float, keys: Iterable[tuple]) -> dict[tuple, dict[str, float]]:
+    """The truth of a known difference by construction, B ÷ A at each load of `keys`: B's work is
+    `factor` × A's rounds, which are `share` of A's CPU a request, so B's request costs
+    1 + (factor − 1) × share of A's; with the engine its own bound, TPS falls by that and a closed
+    load's response times (users ÷ TPS) rise by it, p50 and p99 alike."""
+    cost = 1 + (factor - 1) * share
+    return {key: {"tps": 1 / cost, "p50": cost, "p99": cost} for key in keys}
+
+
 def difference_rates(check: str, comparisons: list[Comparison]) -> list[Rate]:
     """A known difference (B does more work than A): each verdict's sign against the truth's (TPS
     lower, p50 and p99 higher), and whether its interval of B ÷ A covers the truth measured apart

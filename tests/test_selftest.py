@@ -23,6 +23,7 @@ from esbperf.core.project import CONSOLE_CONFIG
 # Six minutes (make test-long): the rules it runs are tested on crafted data in test_settling.py and
 # test_known_answers.py, and end to end on real runs by test_demo.py.
 pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.long,
+              pytest.mark.timeout(1800),   # three checks' runs, two of them of two targets: past the default 600 s
               pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
 
 PREFIX = "esbk-"
@@ -45,7 +46,7 @@ def test_the_quick_selftest_runs_its_checks_and_a_working_rule_passes_them(tmp_p
     done = subprocess.run([sys.executable, "-m", "esbperf", "selftest", "--quick", "--check", "aa", "--check", "warmup",
                            "--check", "interleaved",
                            "--testbed", str(testbed_file), "--out", str(tmp_path / "results")],
-                          capture_output=True, text=True, timeout=1200,
+                          capture_output=True, text=True, timeout=1700,
                           env={**os.environ, "ESBPERF_STATE": str(tmp_path / "state")})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     [folder] = (tmp_path / "results").iterdir()

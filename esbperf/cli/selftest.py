@@ -14,10 +14,11 @@ request, and on demand a known warm-up curve) or Camel:
                 is shown with the right sign, and how often its interval covers the truth, measured
                 apart by wrk over long windows on each
     interleaved the reference and its twin (esb-projects/reference-twin) as two targets of one run, so
-                each fork measures both and the verdict pairs them fork by fork (selftest-interleaved):
-                an A/A (both at work N: how often a difference is called shown) and the known
-                difference (the twin at 1.1 × N: shown with the right sign, interval covering the
-                truth, which wrk measures on the two in turn)
+                each fork measures both, in turn, four times, and the verdict pairs them fork by fork
+                (selftest-interleaved): an A/A (both at work N: how often a difference is called
+                shown) and the known difference (the twin at 1.1 × N: shown with the right sign,
+                interval covering the truth by construction — the work's share of the reference's
+                CPU by its own clocks; wrk's reading on the two in turn kept beside it)
     warmup      forks of a flat reference: how soon their warm-up is judged settled; forks of one whose
                 work falls 20 % over 180 s: how often it is judged settled while its speed, by its own
                 account, still had more than 5 % to move (selftest-warmup)
@@ -48,7 +49,7 @@ from esbperf.core.errors import EsbperfError
 from esbperf.core.project import CONTROL_API, GRINDER_HOME, HTTP_CLIENT, JAXWS_ECHO, MONITOR, ensure_built
 from esbperf.results import layout
 from esbperf.run import crosscheck, runner
-from esbperf.services.esb import ENGINES
+from esbperf.services.esb import ENGINES, read_account
 
 CHECKS = ("aa", "aa-camel", "difference", "interleaved", "warmup", "valid")
 REFERENCE = "reference"
@@ -76,6 +77,9 @@ class Sizes:
     reference_warmup_max_s: float
     interleaved_runs: int    # runs of the interleaved A/A, and as many of the interleaved difference
     interleaved_forks: int
+    # Iterations a fork: the two targets' order turns each one (AB BA AB BA), so a fork's pair is the
+    # mean of that many adjacent pairs and a drift within it falls on both sides alike.
+    interleaved_iterations: int
     interleaved_warmup_max_s: float   # each target's warm-up at each load there (two targets, two loads a fork)
     forks: int | None        # forks per run of the A/A and difference checks (None: the plan's)
     users: list[int] | None  # the A/A and difference plans' users (None: the plan's)
@@ -84,13 +88,15 @@ class Sizes:
 
 FULL = Sizes(aa_pairs=2, camel_pairs=1, difference_pairs=3, truth_s=20, flat_forks=10, falling_forks=6,
              difference=1.10, falling={"warmup-factor": 1.25, "warmup-s": 180}, falling_max_s=240, flat_max_s=75,
-             reference_warmup_max_s=45, interleaved_runs=1, interleaved_forks=8, interleaved_warmup_max_s=15,
+             reference_warmup_max_s=45, interleaved_runs=1, interleaved_forks=10, interleaved_iterations=4,
+             interleaved_warmup_max_s=15,
              forks=None, users=None, payloads=None)
 # Minutes, for `make test-long`: the A/A and the warm-up's false-settle check once, small; a difference
 # and a fall large enough that two forks tell them (a rule broken shows, a rate is not measured).
 QUICK = Sizes(aa_pairs=1, camel_pairs=1, difference_pairs=1, truth_s=5, flat_forks=1, falling_forks=1,
               difference=2.0, falling={"warmup-factor": 2.0, "warmup-s": 90}, falling_max_s=45, flat_max_s=30,
-              reference_warmup_max_s=15, interleaved_runs=1, interleaved_forks=3, interleaved_warmup_max_s=10,
+              reference_warmup_max_s=15, interleaved_runs=1, interleaved_forks=3, interleaved_iterations=2,
+              interleaved_warmup_max_s=10,
               forks=2, users=[20], payloads=["1KB"])
 
 
@@ -179,6 +185,7 @@ class Selftest:
                 self.note(check, {"factor": self.sizes.difference, "pairs": pairs})
         elif check == "interleaved":
             plan = _plan("selftest-interleaved", self.sizes, forks=self.sizes.interleaved_forks,
+                         iterations=self.sizes.interleaved_iterations,
                          target_warmup_max_s={"direct": 30, "floor": 30, "esb": self.sizes.interleaved_warmup_max_s})
             work = ENGINES[REFERENCE].setting_values()["work"]
             runs = []
@@ -214,6 +221,9 @@ class Selftest:
             self.console.rule(f"selftest {folder}: {REFERENCE} {settings[REFERENCE]} beside {TWIN} {settings[TWIN]}")
             run = runner.start(plan, [REFERENCE, TWIN], self.testbed, self.out / folder, console=self.console,
                                **launcher)
+            # What each engine's last fork says of itself (its work's share of its CPU: the truth by construction).
+            accounts = [read_account(name, *self.testbed.target(name).address) for name in (REFERENCE, TWIN)]
+            layout.write_json(run / "accounts.json", dict(zip((REFERENCE, TWIN), accounts)))
             truth_a, truth_b = [], []
             for _ in range(TRUTH_TURNS if truth else 0):
                 truth_a += self.truth(REFERENCE, plan)
@@ -296,7 +306,7 @@ class Selftest:
                 found = Comparison(f"interleaved-{label}-{n + 1}",
                                    pl.read_csv(report / "verdicts.csv", infer_schema_length=None), TWIN)
                 if label == "difference":
-                    found.truth = known_answers.pooled_truth([(entry["truth_a"], entry["truth_b"])])
+                    found.truth = self.interleaved_truth(entry, found.verdicts, label, n)
                 comparisons.append(found)
             if not comparisons:
                 continue
@@ -308,6 +318,35 @@ class Selftest:
                 rates += known_answers.difference_rates(f"known difference interleaved: twin's work × {factor:g}",
                                                         comparisons)
         return rates
+
+    def interleaved_truth(self, entry: dict, verdicts: pl.DataFrame, label: str, n: int) -> dict:
+        """The interleaved difference's truth by construction (known_answers.construction_truth): the
+        twin's rounds ÷ the reference's, and the work's share of the reference's CPU by its own
+        clocks — its last fork's account after the run, or, for a run measured before that was kept,
+        its accounts at each fork's warm-up. wrk's, measured after the run on the two in turn, is
+        kept beside it (a second reading: it moves with the machine between its windows)."""
+        from esbperf.analysis import known_answers
+
+        run = self.out / entry["run"]
+        kept = run / "accounts.json"
+        if kept.is_file():
+            accounts, source = [layout.read_json(kept).get(REFERENCE)], "its last fork's account after the run"
+        else:
+            record = layout.read_json(run / layout.RUN_FILE)
+            accounts = [t.get("account") for w in record.get("target_warmup", []) for t in w.get("targets", [])
+                        if t.get("target") == REFERENCE]
+            source = f"its accounts at {len(accounts)} fork(s)' warm-up"
+        share = known_answers.work_share(accounts)
+        keys = {(r["payload_bytes"], r["users"]) for r in verdicts.iter_rows(named=True)}
+        wrk = known_answers.pooled_truth([(entry["truth_a"], entry["truth_b"])])
+        layout.write_json(self.judged / f"interleaved-{label}-truth-{n + 1}.json",
+                          {"work_share": share, "share_from": source, "factor": entry["factor"],
+                           "construction": {str(k): v for k, v in known_answers.construction_truth(
+                               share, entry["factor"], keys).items()} if share else None,
+                           "wrk": {str(k): v for k, v in wrk.items()}})
+        if share is None:   # no account: wrk's is all there is
+            return wrk
+        return known_answers.construction_truth(share, entry["factor"], keys)
 
     def write(self) -> None:
         from esbperf.analysis import known_answers
