@@ -46,11 +46,24 @@ def test_demo_path_on_an_emulated_testbed(tmp_path, monkeypatch):
     plan_file.write_text(yaml.safe_dump({"name": "tiny", "scenarios": ["proxy"], "payloads": ["1KB", "100KB"],
                                          "users": [4], "duration_s": 3, "warmup_s": 4, "timeout_s": 10,
                                          "restart": "per-step"}))
+    later_file = tmp_path / "tiny-later.yaml"
+    later_file.write_text(yaml.safe_dump({"name": "tiny-later", "scenarios": ["proxy"], "payloads": ["1KB"],
+                                          "users": [2], "duration_s": 2, "warmup_s": 1, "timeout_s": 10}))
     testbeds.down(topology.load(testbed_file))   # a killed earlier run's leftovers: the demo would keep them
-    report = run_demo(testbed_file, "camel", tmp_path / "results", Console(), plan_names=(plan_file,))
+    report = run_demo(testbed_file, "camel", tmp_path / "results", Console(), plan_names=(plan_file, later_file))
 
     assert (report / "report.html").is_file() and (report / "summary.csv").is_file()
-    [run] = [p for p in report.parent.iterdir() if (p / "run.json").is_file()]
+    [run] = [p for p in report.parent.iterdir() if (p / "run.json").is_file() and p.name.startswith("tiny-camel")]
+    # The demo's next run takes the first's warm workers: no new worker JVM, none warmed again.
+    [later] = [p for p in report.parent.iterdir() if p.name.startswith("tiny-later-")]
+    first, second = (json.loads((r / "run.json").read_text()) for r in (run, later))
+    assert first["workers"].get("kept_for_next_run") and second["workers"]["carried_from"] == run.name, second["workers"]
+    assert second["workers"]["starts"] == first["workers"]["starts"]
+    assert second["workers_warmup"] == {"carried_from": run.name}
+    for step in later.glob("*/proxy/*/2/iter-1/step.json"):
+        meta = json.loads(step.read_text())
+        assert meta["summary"]["transactions"] > 0 and meta["summary"]["errors"] == 0, step
+        assert meta["workers_reused"] is True, step
     skews = json.loads((run / "run.json").read_text())["clock_skew"]["hosts"]
     assert sorted(skews) == ["client", "esb", "ws1", "ws2", "ws3"]
     assert json.loads((run / "run.json").read_text())["samplers"] == {r: "sigar" for r in skews}

@@ -3,8 +3,8 @@ the test's own: its list of workers, its step board and the workers' answers do 
 says, in the test's time (no JVM, no waiting). What is checked is what the runner concludes from
 what a console shows: a moment's absence is no end, an end is one; a step starts once every thread
 of it runs; a step's end waits as long as a request may take; the board's lease is renewed whatever
-a renewal raises; warm workers report at the run's interval whatever step started them; and the
-runner takes the token of the console that answers."""
+a renewal raises; warm workers report at the run's interval whatever step started them; a session's next run takes
+the warm pool only when it fits; and the runner takes the token of the console that answers."""
 from __future__ import annotations
 
 import http.client
@@ -305,3 +305,28 @@ def test_the_runner_takes_the_token_of_the_console_that_answers(tmp_path, monkey
     monkeypatch.setattr(Client, "version", unreachable)
     os.utime(by_hand, (stale.stat().st_mtime + 1,) * 2)
     assert runner._token_file(testbed, None) is None, "no console answers: the newest file"
+
+
+def test_a_sessions_next_run_takes_the_warm_pool_only_if_it_fits(tmp_path):
+    fake = FakeConsole()
+    the_pool = warm_pool(fake, tmp_path)   # closed model, 1 process x 2 threads an agent
+    the_pool.begin(watch_of(fake), STEP, Layout(1, 2, "runs/r/s/1"))
+    the_pool.end_step()
+    with pool.Carry() as carry:
+        assert carry.keep(the_pool, "run-1")
+        assert carry.take(False, 1, 2) == (the_pool, "run-1") and the_pool.running   # the same workers, not restarted
+        assert len(fake.started) == 1
+        assert carry.keep(the_pool, "run-1")
+        assert carry.take(True, 1, 2) is None and not the_pool.running   # an open-model run: they are ended
+    again = warm_pool(fake, tmp_path)
+    again.begin(watch_of(fake), STEP, Layout(1, 2, "runs/r/s/2"))
+    again.end_step()
+    with pool.Carry() as carry:
+        carry.keep(again, "run-2")
+        assert carry.take(False, 1, 3) is None and not again.running   # too small for the next run's steps
+    last = warm_pool(fake, tmp_path)
+    last.begin(watch_of(fake), STEP, Layout(1, 2, "runs/r/s/3"))
+    last.end_step()
+    with pool.Carry() as carry:
+        carry.keep(last, "run-3")
+    assert not last.running   # the session's end ends what is left

@@ -22,7 +22,7 @@ from rich.console import Console
 
 from esbperf.cli.launch import launched
 from esbperf.core import plan as plans, topology
-from esbperf.run import runner
+from esbperf.run import pool, runner
 from esbperf.core.config import state_dir
 from esbperf.core.errors import EsbperfError
 from esbperf.core.project import CONTROL_API, GRINDER_HOME, HTTP_CLIENT, JAXWS_ECHO, MONITOR, ensure_built
@@ -60,7 +60,8 @@ def run_demo(testbed_name: str | Path, esb: str, out: Path, console: Console,
     demo_dir = out.resolve() / f"demo-{time.strftime('%Y%m%d-%H%M%S')}"
     demo_dir.mkdir(parents=True, exist_ok=False)
     targets = [esb, "direct"]
-    with launched(testbed, esb, state_dir() / demo_dir.name, console, ssh=ssh, settings=settings) as launcher:
+    with launched(testbed, esb, state_dir() / demo_dir.name, console, ssh=ssh, settings=settings) as launcher, \
+            pool.Carry() as carry:   # the warm workers of one run carry the next's steps too
         runs: list[Path] = []
         for n, the_plan in enumerate(the_plans):
             if the_plan.model == "open" and runs:
@@ -72,7 +73,7 @@ def run_demo(testbed_name: str | Path, esb: str, out: Path, console: Console,
             console.rule(f"{the_plan.name} → {esb} and direct")
             later = [s for p in the_plans[n + 1:] if p.model == "closed" for s in p.steps(targets)] if not runs else []
             runs.append(runner.start(the_plan, targets, testbed, demo_dir, console=console,
-                                     after=runs[-1] if runs else None, also_warm=later, **launcher))
+                                     after=runs[-1] if runs else None, also_warm=later, carry=carry, **launcher))
         from esbperf.analysis.headline import of_analysis, terminal_lines
         from esbperf.analysis.report import build_report   # matplotlib only once there is data
         report, analysis = build_report(runs, demo_dir / "report")

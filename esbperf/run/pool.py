@@ -306,3 +306,47 @@ class WarmPool(Workers):
                     client = None
 
         threading.Thread(target=renew, name="esbperf-board-lease", daemon=True).start()
+
+
+class Carry:
+    """A warm pool kept between the runs of one session (`esbperf demo` runs three, one after the
+    other, with the same client): a run takes the pool the run before it left, if it loads the same
+    model (closed or open), and leaves its own for the next; the session closes what is left. Its
+    workers are warm (they carried that run's steps), so the next run neither starts nor warms them."""
+
+    def __init__(self) -> None:
+        self.pool: WarmPool | None = None
+        self.run = ""            # the run that started it
+
+    def take(self, open_model: bool, processes: int, threads: int) -> tuple[WarmPool, str] | None:
+        """The pool and the run that started it, if it loads `open_model` and its workers are at
+        least `processes` x `threads` (what the taking run's steps need: else WarmPool.fit would
+        start bigger ones mid-run); None (and the pool closed) otherwise."""
+        pool, self.pool = self.pool, None
+        if pool is None:
+            return None
+        if not pool.running or pool.open_model != open_model or pool.processes < processes or pool.threads < threads:
+            pool.close()
+            return None
+        return pool, self.run
+
+    def keep(self, pool: Workers, started_by: str) -> bool:
+        """Keep `pool` (started by the run `started_by`) for the next run, if it is a warm pool whose
+        workers still run; False: the caller closes it."""
+        if not isinstance(pool, WarmPool) or not pool.running:
+            return False
+        self.close()
+        self.pool, self.run = pool, started_by
+        return True
+
+    def close(self) -> None:
+        pool, self.pool = self.pool, None
+        if pool is not None:
+            pool.close()
+
+    def __enter__(self) -> "Carry":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+

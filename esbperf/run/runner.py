@@ -118,16 +118,29 @@ def execute(ctx: RunContext, client: ControlClient, console: Console, schedule: 
     the steps kept aside (the run went on)."""
     steps = ctx.plan.steps(list(ctx.targets))
     todo = steps if schedule else [s for s in steps if not layout.is_finished(ctx.dir, s)]
-    _prepare(client)
+    # A warm pool the session's run before left: taken by a run whose steps it fits (else ended).
+    takes = ctx.carry is not None and not schedule and ctx.plan.workers != "fresh" and not ctx.plan.script
+    carried = ctx.carry.take(ctx.plan.model == "open", *_pool_size(ctx, todo)) if takes else None
+    if ctx.carry is not None and not takes:
+        ctx.carry.close()
+    if carried is None:
+        _prepare(client)
+    else:   # its workers are the only ones running (this session's, warm), and have the scripts
+        client.timeout = 30
     before_steps = time.monotonic()
     watch = ConsoleWatch(client, {a.name for a in ctx.agents}, lambda *a: None)
-    ctx.workers = _workers(ctx, client, todo)
-    ctx.record["workers"] = ctx.workers.record()
+    ctx.workers, started_by = carried or (_workers(ctx, client, todo), ctx.dir.name)
+    ctx.carried = carried is not None   # its workers ran the run before's steps: warm already
+    if carried:
+        ctx.record["workers_warmup"] = {"carried_from": started_by}
     try:
         return _execute(ctx, client, console, schedule, steps, todo, watch, before_steps)
     finally:
-        ctx.workers.close()
-        ctx.record["workers"] = ctx.workers.record()
+        kept = ctx.carry is not None and ctx.carry.keep(ctx.workers, started_by)
+        if not kept:
+            ctx.workers.close()
+        ctx.record["workers"] = {**ctx.workers.record(), **({"carried_from": started_by} if carried else {}),
+                                 **({"kept_for_next_run": True} if kept else {})}
         layout.write_json(ctx.dir / layout.RUN_FILE, ctx.record)
         ctx.workers = None
 
@@ -146,12 +159,17 @@ def _workers(ctx: RunContext, client: ControlClient, steps: list[plans.Step]) ->
     if why:
         return FreshWorkers(len(ctx.agents), ctx.fetchers, ctx.report_interval_ms,
                             ConsoleConfig.load().distribution_directory, why)
-    # Sized for every load it will carry: this run's steps and those its targets are warmed under.
-    loads = sorted({(s.users, s.rate) for s in [*steps, *ctx.also_warm] if (s.rate is None) == (plan.model == "closed")})
-    loads = loads or plan.loads()
-    processes, threads = pool.size(plan, len(ctx.agents), loads)
+    processes, threads = _pool_size(ctx, steps)
     return pool.WarmPool(processes, threads, len(ctx.agents), ctx.testbed.board_url, plan.model == "open",
                          plan.timeout_s, ctx.report_interval_ms, ctx.connect, ctx.dir, ctx.fetchers)
+
+
+def _pool_size(ctx: RunContext, steps: list[plans.Step]) -> tuple[int, int]:
+    """Worker processes and threads per agent for every load the run's pool carries: its steps' and
+    those its targets are warmed under."""
+    closed = ctx.plan.model == "closed"
+    loads = sorted({(s.users, s.rate) for s in [*steps, *ctx.also_warm] if (s.rate is None) == closed})
+    return pool.size(ctx.plan, len(ctx.agents), loads or ctx.plan.loads())
 
 
 def _execute(ctx: RunContext, client: ControlClient, console: Console, schedule: Schedule | None,
@@ -175,7 +193,7 @@ def _execute(ctx: RunContext, client: ControlClient, console: Console, schedule:
                     _warm(ctx, watch, [s for s in todo if s.fork == step.fork], progress.print)
                 elif not begun:
                     _warm(ctx, watch, [s for s in todo if s.target not in ctx.warm], progress.print)
-                    if not ctx.record.get("target_warmup") and ctx.workers.outlive_steps:
+                    if not ctx.record.get("target_warmup") and ctx.workers.outlive_steps and not ctx.carried:
                         _warm_workers(ctx, watch, step, progress.print)
                 fork, begun = step.fork, True
             progress.step(step.describe())
@@ -374,12 +392,13 @@ class _Session:
                                                         [a.host for a in agents], self.console.print)
 
     def context(self, run_dir: Path, agents: list[Agent], record: dict, monitored: list[str],
-                warm: frozenset[str] = frozenset(), also_warm: list[plans.Step] | None = None) -> RunContext:
+                warm: frozenset[str] = frozenset(), also_warm: list[plans.Step] | None = None,
+                carry: pool.Carry | None = None) -> RunContext:
         # Agents on this machine, then those on hosts reached over ssh (`esbperf testbed start` put them there).
         fetchers = [self.local, *ssh.agent_fetchers(self.testbed)]
         return RunContext(run_dir, self.plan, self.testbed, self.targets, agents, fetchers, self.connect, record,
                           self.verify, monitored, self.began, self.local.state_dirs, self.restart_esb,
-                          record.get("cross_check"), warm, also_warm=list(also_warm or []))
+                          record.get("cross_check"), warm, also_warm=list(also_warm or []), carry=carry)
 
 
 def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Testbed, out: Path,
@@ -389,7 +408,7 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
           script_properties: Path | None = None, restart_esb: Callable[[str], int] | None = None,
           cross_check: str | None = None, after: Path | None = None,
           schedule: Schedule | None = None, engine_settings: dict[str, dict] | None = None,
-          also_warm: list[plans.Step] | None = None) -> Path:
+          also_warm: list[plans.Step] | None = None, carry: pool.Carry | None = None) -> Path:
     """Run `plan` against the target(s) into a new run folder under `out`; return that folder.
 
     script: a user's own Grinder script (user_script.load) runs the steps instead of scenario.py;
@@ -406,7 +425,9 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
     payloads, and the targets it measured are warm (run.json says so: `calibration_from`, `warm_from`).
     engine_settings: the launcher's, by engine it started: the settings it was given (run.json `engines`).
     also_warm: steps of runs the session will make next against the same targets (`esbperf demo`'s
-    later plans): each target is warmed under their loads as well as this plan's (warmup.loads_of)."""
+    later plans): each target is warmed under their loads as well as this plan's (warmup.loads_of).
+    carry: the session's warm pool between its runs (pool.Carry): this run takes the pool the run
+    before left, when it loads the same model, and leaves its own; the caller closes what is left."""
     crosscheck.require(cross_check)
     _check_schedule(plan, schedule)
     names = [target_names] if isinstance(target_names, str) else list(target_names)
@@ -446,7 +467,8 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
                 f"run {run_dir} — {steps} of {plan.warmup_label()} warm-up and {plan.duration_s:g} s measured against "
                 f"{', '.join(names)}; agents: {', '.join(f'{a.name} ({a.host})' for a in agents)}; "
                 f"monitors: {', '.join(monitored) or 'none'}")
-            _execute_interruptibly(session.context(run_dir, agents, record, monitored, warm, also_warm), session.client,
+            _execute_interruptibly(session.context(run_dir, agents, record, monitored, warm, also_warm, carry),
+                                   session.client,
                                    session.console, schedule)
     return run_dir
 

@@ -103,6 +103,9 @@ class RunContext:
     # Steps of runs to come in the same session (`esbperf demo`'s later plans): their loads are warmed too.
     also_warm: list = field(default_factory=list)
     workers: Workers | None = None       # what loads the target, chosen as the run begins (runner.execute)
+    # A session's runs one after the other (`esbperf demo`): the warm pool one leaves the next takes.
+    carry: Any = None                    # pool.Carry
+    carried: bool = False                # this run's workers came from the run before (already warm)
     warming_s: float = 0.0               # spent warming targets up so far (the run's overhead is the rest)
 
     @property
