@@ -339,14 +339,12 @@ class Selftest:
         share = known_answers.work_share(accounts)
         keys = {(r["payload_bytes"], r["users"]) for r in verdicts.iter_rows(named=True)}
         wrk = known_answers.pooled_truth([(entry["truth_a"], entry["truth_b"])])
+        built = known_answers.construction_truth(share, entry["factor"], keys) if share else None
         layout.write_json(self.judged / f"interleaved-{label}-truth-{n + 1}.json",
                           {"work_share": share, "share_from": source, "factor": entry["factor"],
-                           "construction": {str(k): v for k, v in known_answers.construction_truth(
-                               share, entry["factor"], keys).items()} if share else None,
+                           "construction": {str(k): v for k, v in built.items()} if built else None,
                            "wrk": {str(k): v for k, v in wrk.items()}})
-        if share is None:   # no account: wrk's is all there is
-            return wrk
-        return known_answers.construction_truth(share, entry["factor"], keys)
+        return built or wrk   # no account: wrk's is all there is
 
     def write(self) -> None:
         from esbperf.analysis import known_answers
