@@ -338,6 +338,9 @@ def test_publishing_replaces_the_published_round_keeps_the_rules_and_stays_under
                                                                                         monkeypatch):
     folder = tmp_path / "round"
     shutil.copytree(published_round, folder)
+    manifest = folder / "runs" / "r-proxy" / "run.json"   # a run names where it ran: published relative to it
+    manifest.write_text(manifest.read_text().replace('"emulated": true', f'"emulated": true, "where": "{folder}/runs/x"'
+                                                     f', "state": "{round_cli.ROOT}/.esbperf/round-x/esb"'))
     target = tmp_path / "docs-round-1"
     target.mkdir()
     skeleton(target / "README.md")
@@ -370,6 +373,10 @@ def test_publishing_replaces_the_published_round_keeps_the_rules_and_stays_under
     assert shown and "data:image" not in html
     assert all(src.endswith(".svg") and (target / "report" / src).is_file() for src in shown)
     assert not list(target.rglob("*-data.log")) and not list(target.glob(".publishing-*"))
+    published = (target / "runs" / "r-proxy" / "run.json").read_text()
+    assert '"where": "round/runs/x"' in published and '"state": ".esbperf/round-x/esb"' in published
+    assert not [f for f in target.rglob("*") if f.is_file() and f.suffix != ".gz"
+                and (str(round_cli.ROOT) in f.read_text() or str(tmp_path) in f.read_text())]
     assert sum(f.stat().st_size for f in target.rglob("*") if f.is_file()) < 20_000_000
     # The published folder reads as a round: a later rerun compares with it.
     assert pages.published_round(target).info["round"] == "round-1"
@@ -399,7 +406,7 @@ def test_the_command_refuses_what_it_cannot_do_in_one_line(tmp_path, capsys, mon
     assert code == 2 and err.count("\n") == 1 and "--dry-run starts nothing" in err
     monkeypatch.setattr("os.geteuid", lambda: 0)
     monkeypatch.setenv("PATH", str(tmp_path / "no-programs-here"))
-    code, err = run_cli(["round", "--quick"], capsys)
+    code, err = run_cli(["round", "--round", "round-1", "--quick"], capsys)   # round-2's quick runs no wrk
     assert (code, err) == (2, "esbperf: error: --cross-check wrk: wrk is not installed (Debian: apt-get install -y wrk)\n")
     assert list(tmp_path.iterdir()) == []   # nothing written, nothing started
 

@@ -6,6 +6,7 @@ engine ran; and a rerun on another machine is compared by its ratios and verdict
 verdicts it reproduced."""
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import shutil
@@ -195,7 +196,7 @@ def test_the_page_leads_with_a_verdict_table_per_scenario_and_payload_with_each_
     verdicts_at = page.index("### Verdicts: which target is faster than which")
     assert verdicts_at < page.index("### proxy, 1KB") < page.index("### Capacity within the p99 goal")
     lead = page[verdicts_at:page.index("### TPS and latency")]
-    assert "`esbperf round --round round-2` on 2026-11-29" in page
+    assert "`esbperf round` on 2026-11-29" in page   # round-2 is the default round
     # The family's false-discovery control, stated once for all of them.
     assert "show a difference with their false discoveries held to 5 % (Benjamini–Hochberg" in lead
     proxy = lead[lead.index("**proxy, 1KB**"):lead.index("**cbr, 1KB**")]
@@ -255,6 +256,43 @@ def test_a_spoiled_fork_is_left_out_of_a_verdict_and_a_missing_fork_leaves_its_s
     assert synapse["sentence"].str.contains("synapse's step is not valid (missing-iterations)", literal=True).all()
     figure = {(f.kind, f.what, f.target, f.users): f for f in pages.figures(data) if f.scenario == "proxy"}
     assert "missing-iterations" in figure[(pages.ABSOLUTE, "tps", "synapse", 1)].valid
+
+
+def test_a_round_not_yet_published_gets_a_page_and_a_page_without_markers_is_refused_before_measuring(
+        published, tmp_path, monkeypatch):
+    """The published page is the skeleton the round fills: missing (a round of your own, never published),
+    the page is a title and the generated part; present without its markers, `esbperf round` says so in
+    one line before it builds or starts anything (not after two hours of measuring)."""
+    page = pages.write_page(published, tmp_path / "nowhere" / "README.md").read_text()
+    assert page.startswith("# esbperf round-2\n\n" + pages.START) and page.rstrip().endswith(pages.END)
+    assert not (tmp_path / "nowhere").exists()
+    folder = tmp_path / "published-page"
+    folder.mkdir()
+    (folder / pages.PAGE).write_text("# Round 2\n\nhand-written, its markers lost\n")
+    monkeypatch.setattr("os.geteuid", lambda: 0)
+    rnd = dataclasses.replace(rounds.load("round-2"), published=folder)
+    with pytest.raises(EsbperfError, match=r"README.md: no generated part to fill \(the lines"):
+        round_cli.refuse(rnd, True, False, topology.load(rnd.testbed))
+    assert [p.name for p in folder.iterdir()] == [pages.PAGE]
+    round_cli.refuse(rounds.load("round-2"), True, False, topology.load(rnd.testbed))   # the shipped page holds them
+
+
+def test_the_page_states_this_rounds_layout_and_links_not_round_1s(published):
+    """What this round cannot say is read from its own runs: the cores the esb host shares (none on 2 CPUs:
+    client and back ends on one core, the engines on the other), its links' rate, intervals over forks."""
+    data = pages.load(published)
+    text = pages.limits_text(data)
+    assert "- **One machine of 2 CPUs.**" in text and "- **Emulated links.** 1 Gbit/s per host" in text   # as recorded
+    for record in data.runs.values():   # Round 2's testbed, as its runs record it
+        record["hosts"]["esb"]["link_mbit"] = 10000
+        record["testbed"]["cpu_split"] = "cpus auto (2 CPUs): client, ws1, ws2, ws3 0; esb 1"
+    text = pages.limits_text(data)
+    assert "- **Emulated links.** 10 Gbit/s per host" in text and "the engine under test has its cores to itself" in text
+    assert "Every interval is over this round's engine processes (its forks)" in text
+    assert pages._sharing("cpus auto (2 CPUs): client, ws1, ws2, ws3 0; esb 1").startswith(
+        "the engine under test has its cores to itself")
+    assert pages._sharing("cpus auto (2 CPUs): client 0; esb, ws1, ws2, ws3 1").startswith(
+        "the esb host shares its cores with ws1, ws2, ws3")
 
 
 def test_every_figure_lies_inside_its_interval_over_forks(published):

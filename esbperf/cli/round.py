@@ -33,7 +33,7 @@ from esbperf.cli.run import console as run_console
 from esbperf.core import rounds, topology
 from esbperf.core.config import AgentConfig, state_dir
 from esbperf.core.errors import EsbperfError
-from esbperf.core.project import CONTROL_API, GRINDER_HOME, HTTP_CLIENT, JAXWS_ECHO, MONITOR, ensure_built
+from esbperf.core.project import CONTROL_API, GRINDER_HOME, HTTP_CLIENT, JAXWS_ECHO, MONITOR, ROOT, ensure_built
 from esbperf.results import layout
 from esbperf.run import crosscheck, environment, estimate, preflight, runner, warmup
 from esbperf.run.verify import verify_target
@@ -48,6 +48,9 @@ MAX_PUBLISHED_BYTES = 20_000_000
 PUBLISHED = ("round.json", "verification.csv", "README.md", "figures.csv", "verdicts.csv", "control.csv",
              "report/report.html",
              "report/summary.csv", "report/aggregate.csv", "report/hlog.tar.gz", "report/graphs/*.svg", "capacity")
+# Published files that may name where the round ran (its checkout, its state folder): written with those
+# paths relative to the checkout (the round folder's parent, when it lies elsewhere).
+MACHINE_PATH_SUFFIXES = (".json", ".html", ".csv", ".md")
 # The parts that run a closed plan (the control pair's second set of forks is one), cross-checked alike.
 CLOSED_KINDS = ("closed", "control")
 # The capacity searches' starts are chosen within a quarter to a half of the capacities measured here:
@@ -102,6 +105,8 @@ def refuse(rnd: rounds.Round, quick: bool, publish: bool, testbed: topology.Test
         raise EsbperfError(f"esbperf round measures on the {testbed.name} testbed (network namespaces), which needs "
                            "root: run it as root (sudo make round)")
     crosscheck.require(rnd.variant(quick).cross_check)
+    from esbperf.analysis import round as pages   # the page it will fill, checked before hours of measuring
+    pages.skeleton_text(rnd.published / pages.PAGE, rnd.name)
 
 
 def estimate_seconds(rnd: rounds.Round, quick: bool, testbed: topology.Testbed) -> tuple[list[tuple[str, float]], float]:
@@ -300,7 +305,7 @@ def publish_round(folder: Path, published: Path, console: Console) -> None:
                            f"{MAX_PUBLISHED_BYTES / 1e6:g} MB a published round may take; nothing was published")
     readme = published / pages.PAGE
     generated = (folder / pages.PAGE).read_text(encoding="utf-8")
-    text = pages.fill(readme.read_text(encoding="utf-8"), generated[generated.index(pages.START):
+    text = pages.fill(pages.skeleton_text(readme, published.name), generated[generated.index(pages.START):
                                                                      generated.index(pages.END) + len(pages.END)],
                       str(readme))
     staging = published / f".publishing-{os.getpid()}"
@@ -309,6 +314,11 @@ def publish_round(folder: Path, published: Path, console: Console) -> None:
         for f, rel in files:
             (staging / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(f, staging / rel)
+            if f.suffix in MACHINE_PATH_SUFFIXES:   # no path of the machine it ran on: relative to the checkout
+                content = f.read_text(encoding="utf-8")
+                for prefix in dict.fromkeys((f"{ROOT}/", f"{folder.resolve().parent}/")):
+                    content = content.replace(prefix, "")
+                (staging / rel).write_text(content, encoding="utf-8")
         for name in {Path(rel).parts[0] for _, rel in files} | {p for p in PUBLISHED if "/" not in p} | {RUNS}:
             old = published / name
             if name == pages.PAGE:
@@ -336,7 +346,7 @@ def publish_round(folder: Path, published: Path, console: Console) -> None:
 @click.option("--dry-run", is_flag=True, help="Print the round's runs and estimated wall time; start nothing.")
 @click.option("--from", "from_dir", type=click.Path(file_okay=False, path_type=Path),
               help="A round folder measured before: write its report (if missing), page and comparison again.")
-@click.option("--round", "round_name", default="round-1", show_default=True, metavar="NAME|FILE",
+@click.option("--round", "round_name", default="round-2", show_default=True, metavar="NAME|FILE",
               help="The round (console-config/rounds/<NAME>.yaml or a file).")
 def round_command(quick: bool, out: Path, publish: bool, dry_run: bool, from_dir: Path | None, round_name: str) -> None:
     """Rerun a public round with one command: build, bring the testbed up, start every engine, verify,
