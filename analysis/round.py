@@ -1113,19 +1113,17 @@ def environment_text(data: RoundData) -> str:
     return "\n".join(lines)
 
 
-def _sharing(split: str) -> str:
-    """Which hosts share the esb host's cores, from the testbed's cpu_split ("…: client, ws1 0; esb 1")."""
-    groups = [g.strip() for g in split.split(":", 1)[-1].split(";")]
-    for group in groups:
-        names = [n.strip() for n in group.rsplit(" ", 1)[0].split(",")]
-        if "esb" in names:
-            others = [n for n in names if n != "esb"]
-            return (f"the esb host shares its cores with {', '.join(others)}: every figure is the path's, engine and "
-                    "those neighbours together, and an engine that needs more CPU also takes it from them"
-                    if others else "the engine under test has its cores to itself (its neighbours, the engines not "
-                    "under test, idle beside it); the client and the back ends share the others, so a step can be "
-                    "bounded by them (its `bound`)")
-    return "which hosts share the esb host's cores is not recorded"
+def _sharing(hosts: dict) -> str:
+    """Which hosts share the esb host's cores, from each host's pinned cores (run.json `hosts`)."""
+    esb = set((hosts.get("esb") or {}).get("cpus") or [])
+    if not esb:
+        return "which hosts share the esb host's cores is not recorded"
+    others = [role for role, h in hosts.items() if role != "esb" and esb & set(h.get("cpus") or [])]
+    if others:
+        return (f"the esb host shares its cores with {', '.join(others)}: every figure is the path's, engine and "
+                "those neighbours together, and an engine that needs more CPU also takes it from them")
+    return ("the engine under test has its cores to itself (its neighbours, the engines not under test, idle beside "
+            "it); the other hosts run on the other cores, so a step can be bounded by them (its `bound`)")
 
 
 def limits_text(data: RoundData) -> str:
@@ -1139,7 +1137,7 @@ def limits_text(data: RoundData) -> str:
     forked = "fork" in data.summary.columns and data.summary["fork"].n_unique() > 1
     return "\n".join([
         f"- **One machine of {env.get('cores')} CPUs.** The hosts are network namespaces of one machine "
-        f"({split}): {_sharing(split)}. The floors run where the engines do, and say what the least work there "
+        f"({split}): {_sharing(record.get('hosts') or {})}. The floors run where the engines do, and say what the least work there "
         "costs.",
         f"- **Emulated links.** {link_text} per host by `tc` on virtual Ethernet pairs and a bridge: no NIC, no "
         "switch, no wire latency; a step a link bounded is named so (its `bound`).",

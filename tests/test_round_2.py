@@ -285,14 +285,15 @@ def test_the_page_states_this_rounds_layout_and_links_not_round_1s(published):
     assert "- **One machine of 2 CPUs.**" in text and "- **Emulated links.** 1 Gbit/s per host" in text   # as recorded
     for record in data.runs.values():   # Round 2's testbed, as its runs record it
         record["hosts"]["esb"]["link_mbit"] = 10000
-        record["testbed"]["cpu_split"] = "cpus auto (2 CPUs): client, ws1, ws2, ws3 0; esb 1"
+        for role, cores in {"client": [0], "esb": [1], "ws1": [0], "ws2": [0], "ws3": [0]}.items():
+            record["hosts"][role]["cpus"] = cores
     text = pages.limits_text(data)
     assert "- **Emulated links.** 10 Gbit/s per host" in text and "the engine under test has its cores to itself" in text
     assert "Every interval is over this round's engine processes (its forks)" in text
-    assert pages._sharing("cpus auto (2 CPUs): client, ws1, ws2, ws3 0; esb 1").startswith(
+    assert pages._sharing({"client": {"cpus": [0]}, "esb": {"cpus": [1]}, "ws1": {"cpus": [0]}}).startswith(
         "the engine under test has its cores to itself")
-    assert pages._sharing("cpus auto (2 CPUs): client 0; esb, ws1, ws2, ws3 1").startswith(
-        "the esb host shares its cores with ws1, ws2, ws3")
+    assert pages._sharing({"client": {"cpus": [0]}, "esb": {"cpus": [1]}, "ws1": {"cpus": [1]}, "ws2": {"cpus": [1]},
+                           "ws3": {"cpus": [1]}}).startswith("the esb host shares its cores with ws1, ws2, ws3")
 
 
 def test_every_figure_lies_inside_its_interval_over_forks(published):

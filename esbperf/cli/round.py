@@ -313,12 +313,13 @@ def publish_round(folder: Path, published: Path, console: Console) -> None:
     try:
         for f, rel in files:
             (staging / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(f, staging / rel)
-            if f.suffix in MACHINE_PATH_SUFFIXES:   # no path of the machine it ran on: relative to the checkout
-                content = f.read_text(encoding="utf-8")
-                for prefix in dict.fromkeys((f"{ROOT}/", f"{folder.resolve().parent}/")):
-                    content = content.replace(prefix, "")
-                (staging / rel).write_text(content, encoding="utf-8")
+            if f.suffix not in MACHINE_PATH_SUFFIXES:
+                shutil.copy2(f, staging / rel)
+                continue
+            content = f.read_text(encoding="utf-8")   # no path of the machine it ran on: relative to the checkout
+            for prefix in dict.fromkeys((f"{ROOT}/", f"{folder.resolve().parent}/")):
+                content = content.replace(prefix, "")
+            (staging / rel).write_text(content, encoding="utf-8")
         for name in {Path(rel).parts[0] for _, rel in files} | {p for p in PUBLISHED if "/" not in p} | {RUNS}:
             old = published / name
             if name == pages.PAGE:
