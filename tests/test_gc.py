@@ -277,3 +277,15 @@ def test_a_real_camel_under_load_gives_plausible_gc_columns(tmp_path: Path):
     assert 0 < row["esb_heap_after_gc_mb"] <= row["esb_heap_after_gc_max_mb"] <= heap_mb
     assert row["ws1_gc_pauses"] is not None and 0 < row["ws1_gc_throughput_percent"] <= 100
     assert row["ws2_gc_pauses"] is None
+
+
+def test_the_current_log_comes_last_when_a_rotated_file_shares_its_time(tmp_path: Path):
+    # File times tick coarser than the JVM writes: the file just rotated away and the new current
+    # one often carry the same time (CI, 2026-11-29: "gc.log" sorted before "gc.log.0").
+    log = tmp_path / "gc.log"
+    for name in ("gc.log.1", "gc.log.0", "gc.log"):
+        (tmp_path / name).write_text(line(T0, name))
+    os.utime(tmp_path / "gc.log.1", ns=((T0 - 5) * 1_000_000,) * 2)
+    for name in ("gc.log.0", "gc.log"):
+        os.utime(tmp_path / name, ns=(T0 * 1_000_000,) * 2)
+    assert [p.name for p in gclog.log_files(log)] == ["gc.log.1", "gc.log.0", "gc.log"]

@@ -31,10 +31,12 @@ def log_files(log: Path) -> list[Path]:
     found = []
     for path in [*archived, log]:
         try:
-            found.append((path.stat().st_mtime_ns, path))
+            # File times tick coarser than the JVM writes (kernel ticks): the file rotated away and the
+            # current one can share a time, and the current one is still the newest.
+            found.append((path.stat().st_mtime_ns, path == log, path))
         except FileNotFoundError:   # not there, or rotated away just now: the JVM writes on meanwhile
             continue
-    return [path for _, path in sorted(found)]
+    return [path for _, _, path in sorted(found)]
 
 
 def line_time_ms(line: bytes) -> int | None:
