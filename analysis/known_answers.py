@@ -339,6 +339,23 @@ def valid_rates(check: str, summary: pl.DataFrame) -> list[Rate]:
     return out
 
 
+def bracket_rates(check: str, summary: pl.DataFrame) -> list[Rate]:
+    """wrk's brackets on a flat target (its speed set): every `target-drift` is a false alarm. The
+    rate counts bracketed steps (a step of several rows once) and names the forks they came from;
+    its note gives the moves wrk saw between its two windows and the allowance they were held to."""
+    steps = summary.unique(subset=["run", "step_dir"], keep="first").filter(pl.col("target_drift").is_not_null())
+    if not steps.height:
+        return []
+    fired = steps.filter(pl.col("target_drift")).height
+    moves = sorted(abs(float(d)) for d in steps["xcheck_drift"].to_list())
+    allowed = sorted(float(n) for n in steps["xcheck_noise"].to_list())
+    forks = steps.select(["run", "fork"]).unique().height
+    note = (f"wrk's two windows moved a median {_percent(moves[len(moves) // 2])} apart, at most "
+            f"{_percent(moves[-1])}; allowed a median {_percent(allowed[len(allowed) // 2])}")
+    return [Rate(check, "steps named by `target-drift` (the target moved across the step)", fired, steps.height,
+                 0.05, units=f"steps of {forks} forks", note=note)]
+
+
 # --- the table ------------------------------------------------------------------------------------
 
 COLUMNS = ("check", "judgment", "hits", "count", "rate", "ci_low", "ci_high", "goal", "met", "units", "note")
@@ -375,4 +392,4 @@ def binomial_note() -> str:
 
 
 __all__ = ["Rate", "Comparison", "Warming", "aa_rates", "difference_rates", "warmup_rates", "warmings",
-           "remaining_move", "valid_rates", "write_csv", "markdown", "binomial_note"]
+           "remaining_move", "valid_rates", "bracket_rates", "write_csv", "markdown", "binomial_note"]

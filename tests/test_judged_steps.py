@@ -278,3 +278,17 @@ def test_a_bracket_that_moved_names_the_target_not_the_client(tmp_path: Path):
     assert rows[40]["target_drift"] is False and rows[40]["xcheck_failed"] is True
     assert "wrk-cross-check" in rows[40]["valid"] and "target-drift" not in rows[40]["valid"]
     assert moving and still
+
+
+def test_a_bracket_allows_the_machines_wander_between_its_windows():
+    """Two wrk windows seconds apart on a flat target differ by the machine's wander as well as by
+    their own noise (Round 2: the reference moved up to 8 % between brackets whose steps spread
+    0.3 %); the allowance adds the two, so a steady step's allowance is the wander's alone."""
+    from esbperf.analysis.stats import XCHECK_WANDER, bracket_noise
+    steady = [1000.0, 1001.0, 999.0, 1000.0]                # a window's mean known to 0.03 %
+    assert bracket_noise(steady) == pytest.approx(1.96 * 2 ** 0.5 * XCHECK_WANDER, rel=1e-3)
+    assert 0.05 < bracket_noise(steady) < 0.10               # a 5 % move is chance; a 10 % move is not
+    noisy = [800.0, 1200.0, 900.0, 1100.0]                  # SE 9.1 %: the window's own noise dominates
+    assert bracket_noise(noisy) == pytest.approx(1.96 * 2 ** 0.5 * ((0.1826 / 2) ** 2 + XCHECK_WANDER ** 2) ** 0.5,
+                                                 rel=1e-2)
+    assert bracket_noise([1000.0, 1000.0]) is None          # too few intervals to tell

@@ -102,6 +102,17 @@ def test_valid_steps_count_each_step_once_and_each_warning_by_the_steps_it_names
     assert rates["steps named by `drift`"].hits == 2 and rates["steps named by `littles-law`"].hits == 1
 
 
+def test_a_bracket_on_a_flat_target_counts_each_bracketed_step_once_and_every_drift_as_false():
+    summary = pl.DataFrame({"run": ["r"] * 5, "step_dir": ["a", "a", "b", "c", "d"], "fork": [1, 1, 1, 2, 2],
+                            "target_drift": [True, True, False, False, None],       # d: not bracketed
+                            "xcheck_drift": [0.09, 0.09, -0.01, 0.03, None],
+                            "xcheck_noise": [0.07, 0.07, 0.07, 0.08, None]})
+    [rate] = ka.bracket_rates("wrk bracket", summary)
+    assert (rate.hits, rate.count, rate.units) == (1, 3, "steps of 2 forks") and rate.goal == 0.05
+    assert "median 3.0 %" in rate.note and "at most 9.0 %" in rate.note and "allowed a median 7.0 %" in rate.note
+    assert ka.bracket_rates("wrk bracket", summary.filter(pl.col("step_dir") == "d")) == []
+
+
 def test_a_rate_has_its_exact_binomial_interval():
     low, high = ka.Rate("c", "j", 2, 40, 0.05).interval()
     assert low == pytest.approx(0.0061, abs=1e-4) and high == pytest.approx(0.1692, abs=1e-4)

@@ -23,6 +23,9 @@ request, and on demand a known warm-up curve) or Camel:
                 work falls 20 % over 180 s: how often it is judged settled while its speed, by its own
                 account, still had more than 5 % to move (selftest-warmup)
     valid       the demo's grid against a flat reference: the share of steps valid, and each warning's
+    bracket     the flat reference measured as a round measures an engine, wrk just before and just after
+                each step (selftest-bracket): how often `target-drift` says the target moved — every one
+                is false
 
 Everything goes into DIR/selftest-<time>/: each check's runs and comparisons, known-answers.csv (a row
 per rate: its count, its 95 % interval, its goal) and known-answers.md, the table that
@@ -51,7 +54,7 @@ from esbperf.results import layout
 from esbperf.run import crosscheck, runner
 from esbperf.services.esb import ENGINES, read_account
 
-CHECKS = ("aa", "aa-camel", "difference", "interleaved", "warmup", "valid")
+CHECKS = ("aa", "aa-camel", "difference", "interleaved", "warmup", "valid", "bracket")
 REFERENCE = "reference"
 TWIN = "reference-twin"          # the reference a second time, beside it in one run
 TRUTH_TURNS = 3                  # wrk on the reference, then on its twin, this many times over
@@ -136,9 +139,10 @@ class Selftest:
     # --- measuring ----------------------------------------------------------------------------
 
     def runs(self, engine: str, plan: plans.Plan, count: int, folder: str, settings: dict | None = None,
-             truth: bool = False) -> list[tuple[Path, dict]]:
+             truth: bool = False, cross_check: str | None = None) -> list[tuple[Path, dict]]:
         """`count` runs of `plan` against `engine`, each with its own services (a fresh start, as a
-        user's next run would be); with `truth`, wrk over sizes.truth_s on each load after each run."""
+        user's next run would be); with `truth`, wrk over sizes.truth_s on each load after each run;
+        with `cross_check`, the plan's cross-check iterations measured by it too."""
         done = []
         for n in range(count):
             work = state_dir() / "selftest" / f"{self.out.name}-{folder}-{n + 1}"
@@ -146,7 +150,8 @@ class Selftest:
                           settings={engine: settings} if settings else None) as launcher:
                 self.console.rule(f"selftest {folder}: run {n + 1} of {count} ({engine}"
                                   + (f", {settings}" if settings else "") + ")")
-                run = runner.start(plan, [engine], self.testbed, self.out / folder, console=self.console, **launcher)
+                run = runner.start(plan, [engine], self.testbed, self.out / folder, console=self.console,
+                                   cross_check=cross_check, **launcher)
                 found = self.truth(engine, plan) if truth else {}
             done.append((run, found))
         return done
@@ -208,6 +213,9 @@ class Selftest:
             [(falling, _)] = self.runs(REFERENCE, falling_plan, 1, "warmup-falling", dict(self.sizes.falling))
             self.note(check, {"flat": str(flat.relative_to(self.out)), "falling": str(falling.relative_to(self.out)),
                               "curve": dict(self.sizes.falling)})
+        elif check == "bracket":
+            [(run, _)] = self.runs(REFERENCE, _plan("selftest-bracket", self.sizes), 1, "bracket", cross_check="wrk")
+            self.note(check, {"run": str(run.relative_to(self.out))})
         elif check == "valid":
             report = run_demo(self.testbed.path, REFERENCE, self.out / "valid", self.console, plan_names=DEMO_PLANS)
             self.note(check, {"demo": str(report.parent.relative_to(self.out))})
@@ -289,6 +297,11 @@ class Selftest:
                 report, _ = build_report(runs, self.judged / "valid-report")
                 summary = pl.read_csv(report / "summary.csv", infer_schema_length=None)
                 self.rates += known_answers.valid_rates("the demo's grid against a flat reference", summary)
+            elif check == "bracket":
+                from esbperf.analysis.report import build_report
+                report, _ = build_report([self.out / what["run"]], self.judged / "bracket-report")
+                summary = pl.read_csv(report / "summary.csv", infer_schema_length=None)
+                self.rates += known_answers.bracket_rates("wrk bracket: flat reference", summary)
         self.write()
 
     def judge_interleaved(self, runs: list[dict]) -> list:
@@ -379,6 +392,8 @@ def selftest(checks: tuple[str, ...], quick: bool, testbed_name: str | None, out
     else:
         ensure_built(GRINDER_HOME, CONTROL_API, HTTP_CLIENT, JAXWS_ECHO, MONITOR,
                      *filter(None, [ENGINES[REFERENCE].module, ENGINES["camel"].module]))
+        if "bracket" in (checks or CHECKS):
+            crosscheck.require("wrk")      # one line before anything runs, not after the other checks
         testbed = topology.load(testbed_name or default_testbed())
         folder = out.resolve() / f"selftest-{time.strftime('%Y%m%d-%H%M%S')}"
         folder.mkdir(parents=True, exist_ok=False)
