@@ -332,21 +332,29 @@ XCHECK_COLUMNS = ("xcheck_tps", "xcheck_mean_ms", "xcheck_p50_ms", "xcheck_p99_m
 # A bracket's two wrk runs (before and after the step, each as long as its window) differ by chance
 # for two reasons: each window's own sampling noise (the relative standard error of a window's mean
 # TPS, from the step's own per-interval TPS) and the machine's wander between windows seconds apart
-# (its speed moves though the target's does not). XCHECK_WANDER is the second, as the relative standard
-# deviation of one window's mean: measured on flat targets, whose speed is set (the reference engine)
-# or does not warm (the direct lean echoes): Round 2's 30 brackets of 4-s windows on them, 2026-11-29,
-# 2-vCPU KVM (docs/benchmarks/known-answers.md, "The wrk bracket"). The two are added as variances.
+# (its speed moves though the target's does not), added as variances. The wander is the run's own,
+# measured before its first step (run.json `machine_wander`, esbperf/run/wander.py); XCHECK_WANDER stands
+# in for a run measured before esbperf measured it: the relative SD of one window's mean on flat targets
+# (the reference engine, the direct lean echoes) over Round 2's 30 brackets of 4-s windows, 2026-11-29.
 XCHECK_WANDER = 0.025
 
 
-def bracket_noise(interval_tps: list[float]) -> float | None:
+def bracket_noise(interval_tps: list[float], wander: float | None = None) -> float | None:
     """How far two windows as long as the step's, seconds apart, may differ in TPS by chance on a
-    flat target (a share of their mean, 95 %): 1.96 × √2 × √(SE² + XCHECK_WANDER²), SE the relative
-    standard error of a window's mean from the step's own per-interval TPS; None with fewer than 3."""
+    flat target (a share of their mean, 95 %): 1.96 × √2 × √(SE² + W²), SE the relative standard
+    error of a window's mean from the step's own per-interval TPS, W the machine's `wander` (the
+    run's, else XCHECK_WANDER); None with fewer than 3 intervals."""
     if len(interval_tps) < 3 or not sum(interval_tps):
         return None
     relative_se = statistics.stdev(interval_tps) / statistics.fmean(interval_tps) / math.sqrt(len(interval_tps))
-    return 1.96 * math.sqrt(2) * math.hypot(relative_se, XCHECK_WANDER)
+    return 1.96 * math.sqrt(2) * math.hypot(relative_se, XCHECK_WANDER if wander is None else wander)
+
+
+def run_wander(info: dict) -> float | None:
+    """The machine's wander a run measured before its first step (run.json `machine_wander`), or None."""
+    found = info.get("machine_wander")
+    value = found.get("wander") if isinstance(found, dict) else None
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def xcheck_fails(tps_ratio: float | None, mean_diff_ms: float | None, wrk_mean_ms: float | None) -> bool | None:
@@ -359,7 +367,7 @@ def xcheck_fails(tps_ratio: float | None, mean_diff_ms: float | None, wrk_mean_m
 
 
 def xcheck_columns(step: Step, tps: float, rt_mean_ms: float | None,
-                   interval_tps: list[float] | None = None) -> dict[str, Any]:
+                   interval_tps: list[float] | None = None, wander: float | None = None) -> dict[str, Any]:
     """The wrk cross-check's columns of a step: wrk's figures, esbperf's against them, the verdict,
     or the reason it was skipped; empty when the run was not asked for one. A cross-check whose
     wrk run had errors (non-2xx answers, which wrk counts as requests, and socket errors) is void:
@@ -388,7 +396,7 @@ def xcheck_columns(step: Step, tps: float, rt_mean_ms: float | None,
     before, after = x.get("before"), x.get("after")
     if x.get("bracketed") and isinstance(before, dict) and isinstance(after, dict) and row["xcheck_tps"]:
         row["xcheck_drift"] = (float(after["tps"]) - float(before["tps"])) / row["xcheck_tps"]
-        row["xcheck_noise"] = bracket_noise(interval_tps or [])
+        row["xcheck_noise"] = bracket_noise(interval_tps or [], wander)
         if row["xcheck_noise"] is not None:
             row["target_drift"] = abs(row["xcheck_drift"]) > row["xcheck_noise"]
             if row["target_drift"]:   # the target moved: the client fails only below the slower of the two
@@ -424,7 +432,7 @@ def step_rows(run: Run, step: Step, logs: LogStats, hosts: dict[str, HostStats],
         seconds, interval_tps, _ = interval_series(part, logs.interval_ms, row["window_s"]) if logs.interval_ms \
             else ([], [], [])
         row.update(xcheck_columns(step, row["tps"], row["rt_mean_ms"],
-                                  [t for when, t in zip(seconds, interval_tps) if when >= 0]))
+                                  [t for when, t in zip(seconds, interval_tps) if when >= 0], run_wander(run.info)))
         row.update(stall_columns(part.response, target_cpu_percent(row, roles)))
         row.update(steady_columns(run, step, part, logs, row["window_s"]))
         row.update(shared["end"])

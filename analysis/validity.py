@@ -360,12 +360,13 @@ def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
     moved = [r for r in rows if r.get("target_drift")]
     if moved:
         out.append(_about("target-drift", moved, "closed-model step", "whose target moved across the step: wrk, "
-                          "run just before and just after it, read throughputs further apart than the step's own "
-                          "noise allows, so the target was still warming up (or slowing down) while measured; the "
-                          "step's figure is of a moving target, not of its client (give the target a longer warm-up)",
+                          "run just before and just after it, read throughputs further apart than chance allows (the "
+                          "step's own noise and the machine's wander, measured before the run), so the target was "
+                          "still warming up (or slowing down) while measured; the step's figure is of a moving "
+                          "target, not of its client (give the target a longer warm-up)",
                           lambda r: f"wrk {_number(r['xcheck_tps'] / (1 + r['xcheck_drift'] / 2))} before, "
                                     f"{_number(r['xcheck_tps'] * (1 + r['xcheck_drift'] / 2))} after "
-                                    f"({r['xcheck_drift']:+.1%}, noise ±{r['xcheck_noise']:.1%}); esbperf "
+                                    f"({r['xcheck_drift']:+.1%}, chance ±{r['xcheck_noise']:.1%}); esbperf "
                                     f"{r['tps']:.1f}"))
     void = [r for r in steps if r["xcheck_errors"]]
     if void:

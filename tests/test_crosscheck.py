@@ -39,6 +39,9 @@ def test_cross_check_measures_each_closed_step_with_wrk_and_says_why_not_where_i
     assert warmed["seconds"] == 2 and [(t["target"], t["scenario"], t["users"]) for t in warmed["targets"]] == \
         [("direct", "proxy", 2), ("direct", "cbr", 1), ("direct", "cbr", 2), ("direct", "proxy", 1)]
     assert all(t["transactions"] > 0 and t["errors"] == 0 for t in warmed["targets"]), warmed
+    # The machine's own wander, measured on the esb host's cores before the first step: wrk's bracket allows for it.
+    wander = record["machine_wander"]
+    assert wander["window_s"] == the_plan.duration_s and wander["pairs"] > 100 and 0 <= wander["wander"] < 1, wander
     steps = step_records(run_dir)
     assert len(steps) == 4
     for where, meta in steps.items():
@@ -52,6 +55,7 @@ def test_cross_check_measures_each_closed_step_with_wrk_and_says_why_not_where_i
         # Bracketed: wrk before the step and after it, never beside it; the step is judged on their mean.
         before, after = xcheck["before"], xcheck["after"]
         assert xcheck["bracketed"] and before["ended_ms"] <= meta["start_ms"]
+        assert after["started_ms"] - before["started_ms"] >= 1000 * wander["gap_s"], "the probe's gap is a bracket's least"
         assert after["started_ms"] >= meta["end_ms"], "wrk ran after the step, never beside it"
         assert xcheck["tps"] == pytest.approx((before["tps"] + after["tps"]) / 2)
         assert xcheck["drift"] == pytest.approx((after["tps"] - before["tps"]) / xcheck["tps"])

@@ -17,6 +17,7 @@ from typing import Mapping
 
 from esbperf.core.config import state_dir
 from esbperf.core.plan import Plan, Step
+from esbperf.run import wander
 
 HISTORY = 50
 DEFAULTS = {"startup_s": 3.0, "tail_s": 2.0, "calibration_s": 9.0, "run_overhead_s": 5.0, "auto_warmup_s": 5.0,
@@ -112,6 +113,8 @@ def estimate(plan: Plan, steps: list[Step], cross_check: str | None = None,
     warm = "warm_" if plan.workers == "warm" and not plan.script else ""
     per_step = step_seconds(plan, median[f"{warm}startup_s"], median[f"{warm}tail_s"], median["auto_warmup_s"])
     per_run = median["run_overhead_s"] + len(plan.calibration_sizes()) * median["calibration_s"]
+    if cross_check and any(cross_check_seconds(plan, s, cross_check) for s in steps):
+        per_run += wander.probe_seconds(plan.duration_s)   # the machine's own wander, before the first step
     if warm_loads is None:
         warm_loads = {s.target: ("esb", len(plan.scenarios) or 1) for s in steps}
     forks = max(1, len({s.fork for s in steps}))

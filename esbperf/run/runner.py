@@ -25,7 +25,8 @@ from esbperf.core import engines, payloads, plan as plans, procs, roles, steady,
 from esbperf.core.config import AgentConfig, ConsoleConfig, state_dir
 from esbperf.core.errors import EsbperfError
 from esbperf.results import layout
-from esbperf.run import calibration, collect, crosscheck, environment, estimate, locks, pool, preflight, user_script, warmup
+from esbperf.run import (calibration, collect, crosscheck, environment, estimate, locks, pool, preflight, user_script,
+                         wander, warmup)
 from esbperf.run.preflight import MAX_SKEW_MS
 from esbperf.run.progress import RunProgress
 from esbperf.run.step import Agent, RunContext, StepAside, StepRunner
@@ -454,6 +455,7 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
             record["local_state_dirs"] = [str(d) for d in session.local.state_dirs]
             if cross_check:
                 record["cross_check"] = cross_check
+                record["machine_wander"] = _machine_wander(plan, testbed, session.console)
             warm = _carry_over(after, plan, record) if after else frozenset()
             if session.token_file:
                 record["console_token_file"] = str(session.token_file)   # where, for --resume; never the token
@@ -471,6 +473,23 @@ def start(plan: plans.Plan, target_names: str | list[str], testbed: topology.Tes
                                    session.client,
                                    session.console, schedule)
     return run_dir
+
+
+def _machine_wander(plan: plans.Plan, testbed: topology.Testbed, console: Console) -> dict:
+    """How far the esb host's cores' own speed moves between a bracket's two windows (esbperf/run/wander.py),
+    measured before the first step while the engines idle; wrk's bracket allows for it (the analysis's
+    `target-drift`). Not measured on an esb host reached over ssh."""
+    esb_host = testbed.hosts["esb"]
+    if esb_host.ssh:
+        return {"skipped": "the esb host is reached over ssh"}
+    gap_s = 2 * plan.duration_s + plan.warmup_s   # before's start to after's: its window, the step's warm-up (at least) and window
+    console.print(f"measuring the machine's own wander on the esb host's cores "
+                  f"({wander.probe_seconds(plan.duration_s):g} s; wrk's brackets allow for it)")
+    found = wander.measure(esb_host.cpus, plan.duration_s, gap_s)
+    if found.get("wander") is not None:
+        console.print(f"the machine's speed moves {found['wander']:.1%} (SD of a {plan.duration_s:g}-s window) "
+                      f"between windows {gap_s:g} s apart")
+    return found
 
 
 def _carry_over(before: Path, plan: plans.Plan, record: dict) -> frozenset[str]:

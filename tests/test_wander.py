@@ -1,0 +1,38 @@
+"""The machine's own wander (esbperf/run/wander.py): the speed of a set amount of work in windows as
+long as a step's, paired with the window a bracket's gap later; what wrk's bracket allows for."""
+from __future__ import annotations
+
+import pytest
+
+from esbperf.analysis.stats import XCHECK_WANDER, bracket_noise, run_wander
+from esbperf.run import wander
+
+
+def test_a_steady_core_wanders_not_at_all():
+    found = wander.summarize([0.001] * 30_000, window_s=4.0, gap_s=10.0)
+    assert found["wander"] == pytest.approx(0.0, abs=1e-6) and found["move_p95"] == pytest.approx(0.0, abs=1e-6)
+    assert found["pairs"] > 10_000 and found["seconds"] == 30.0
+
+
+def test_a_core_that_slows_by_a_quarter_every_other_ten_seconds_wanders_by_that_much():
+    # 10 s at 1 ms a chunk, 10 s at 1.25 ms, …: windows 10 s apart differ by a fifth of the speed,
+    # about half of them (those not straddling a change as much as their partner).
+    chunks = [0.001] * 10_000 + [0.00125] * 8_000 + [0.001] * 10_000 + [0.00125] * 8_000
+    found = wander.summarize(chunks, window_s=4.0, gap_s=10.0)
+    assert 0.05 < found["wander"] < 0.2 and 0.15 < found["move_p95"] < 0.3, found
+
+
+def test_a_probe_shorter_than_its_gap_tells_nothing():
+    found = wander.summarize([0.001] * 5_000, window_s=4.0, gap_s=10.0)
+    assert found["wander"] is None and found["pairs"] == 0
+    assert wander.probe_seconds(4.0) == 40.0 and wander.probe_seconds(1.0) == wander.MIN_PROBE_S
+
+
+def test_a_bracket_allows_the_runs_own_wander_and_a_run_without_one_the_measured_constant():
+    steady = [1000.0, 1001.0, 999.0, 1000.0]
+    assert run_wander({}) is None and run_wander({"machine_wander": {"skipped": "over ssh"}}) is None
+    assert run_wander({"machine_wander": {"wander": 0.12}}) == 0.12
+    assert bracket_noise(steady) == pytest.approx(bracket_noise(steady, XCHECK_WANDER))
+    # A machine wandering 12 % a window: a 20 % move between the two windows is chance, not the target.
+    assert bracket_noise(steady, 0.12) == pytest.approx(1.96 * 2 ** 0.5 * 0.12, rel=1e-3)
+    assert bracket_noise(steady, 0.12) > 0.20
