@@ -352,8 +352,12 @@ def bracket_rates(check: str, summary: pl.DataFrame) -> list[Rate]:
     forks = steps.select(["run", "fork"]).unique().height
     note = (f"wrk's two windows moved a median {_percent(moves[len(moves) // 2])} apart, at most "
             f"{_percent(moves[-1])}; allowed a median {_percent(allowed[len(allowed) // 2])}")
+    crossed = steps.filter(pl.col("xcheck_failed").fill_null(False)).height
     return [Rate(check, "steps named by `target-drift` (the target moved across the step)", fired, steps.height,
-                 0.05, units=f"steps of {forks} forks", note=note)]
+                 0.05, units=f"steps of {forks} forks", note=note),
+            Rate(check, "steps named by `wrk-cross-check` (esbperf's client set the figure)", crossed, steps.height,
+                 0.05, units=f"steps of {forks} forks",
+                 note="the reference is its own bound: esbperf's figure is wrk's but for chance")]
 
 
 # --- the table ------------------------------------------------------------------------------------

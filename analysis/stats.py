@@ -357,13 +357,25 @@ def run_wander(info: dict) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def xcheck_fails(tps_ratio: float | None, mean_diff_ms: float | None, wrk_mean_ms: float | None) -> bool | None:
-    """Whether esbperf's figures disagree with wrk's (XCHECK_* above); None when neither can be told."""
+def xcheck_fails(tps_ratio: float | None, mean_diff_ms: float | None, wrk_mean_ms: float | None,
+                 chance: float = 0.0) -> bool | None:
+    """Whether esbperf's figures disagree with wrk's (XCHECK_* above) by more than `chance` too (a share:
+    how far the machine's wander alone may set a window apart from wrk's, xcheck_chance); None when
+    neither can be told."""
     if tps_ratio is None and mean_diff_ms is None:
         return None
-    slow = tps_ratio is not None and tps_ratio < XCHECK_MIN_TPS_RATIO
-    allowed = max(XCHECK_MEAN_SHARE * (wrk_mean_ms or 0.0), XCHECK_MEAN_FLOOR_MS)
+    slow = tps_ratio is not None and tps_ratio < min(XCHECK_MIN_TPS_RATIO, 1 - chance)
+    allowed = max(max(XCHECK_MEAN_SHARE, chance) * (wrk_mean_ms or 0.0), XCHECK_MEAN_FLOOR_MS)
     return slow or (mean_diff_ms is not None and abs(mean_diff_ms) > allowed)
+
+
+def xcheck_chance(wander: float | None, bracketed: bool) -> float:
+    """How far the step's window may lie from wrk's figure by the machine's wander alone (95 %, a
+    share): wrk's figure is the mean of its two windows when bracketed (variance W² + W²/2), else
+    one window (2 W²). Nothing without a measured wander: the fixed shares then hold."""
+    if not wander:
+        return 0.0
+    return 1.96 * math.sqrt(1.5 if bracketed else 2.0) * wander
 
 
 def xcheck_columns(step: Step, tps: float, rt_mean_ms: float | None,
@@ -392,7 +404,8 @@ def xcheck_columns(step: Step, tps: float, rt_mean_ms: float | None,
                 for name in ("tps", "mean_ms", "p50_ms", "p99_ms")})
     row["xcheck_tps_ratio"] = tps / row["xcheck_tps"] if row["xcheck_tps"] else None
     row["xcheck_mean_diff_ms"] = None if rt_mean_ms is None else rt_mean_ms - row["xcheck_mean_ms"]
-    row["xcheck_failed"] = xcheck_fails(row["xcheck_tps_ratio"], row["xcheck_mean_diff_ms"], row["xcheck_mean_ms"])
+    row["xcheck_failed"] = xcheck_fails(row["xcheck_tps_ratio"], row["xcheck_mean_diff_ms"], row["xcheck_mean_ms"],
+                                        xcheck_chance(wander, bool(x.get("bracketed"))))
     before, after = x.get("before"), x.get("after")
     if x.get("bracketed") and isinstance(before, dict) and isinstance(after, dict) and row["xcheck_tps"]:
         row["xcheck_drift"] = (float(after["tps"]) - float(before["tps"])) / row["xcheck_tps"]
@@ -401,7 +414,8 @@ def xcheck_columns(step: Step, tps: float, rt_mean_ms: float | None,
             row["target_drift"] = abs(row["xcheck_drift"]) > row["xcheck_noise"]
             if row["target_drift"]:   # the target moved: the client fails only below the slower of the two
                 slower = min(float(before["tps"]), float(after["tps"]))
-                row["xcheck_failed"] = bool(slower) and tps / slower < XCHECK_MIN_TPS_RATIO
+                row["xcheck_failed"] = bool(slower) and tps / slower < min(XCHECK_MIN_TPS_RATIO,
+                                                                           1 - xcheck_chance(wander, False))
     return row
 
 

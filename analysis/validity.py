@@ -351,7 +351,8 @@ def validity_warnings(plans: dict[str, list[Run]], summary: pl.DataFrame,
                           "run just before and just after the step against the same target with as many connections "
                           "(TPS below "
                           f"{XCHECK_MIN_TPS_RATIO:.0%} of wrk's, or a mean response time off by more than "
-                          f"{XCHECK_MEAN_SHARE:.0%} of wrk's mean, at least {XCHECK_MEAN_FLOOR_MS:g} ms): the client, "
+                          f"{XCHECK_MEAN_SHARE:.0%} of wrk's mean, at least {XCHECK_MEAN_FLOOR_MS:g} ms; wider where the "
+                          "machine's wander, measured before the run, allows more): the client, "
                           "not the target, may have set these figures; do not trust them",
                           lambda r: f"TPS {r['tps']:.1f} vs wrk {_number(r['xcheck_tps'])}, ratio "
                                     f"{_fixed(r['xcheck_tps_ratio'], 2)}; mean {_ms(r['rt_mean_ms'])} "

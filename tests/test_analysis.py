@@ -24,7 +24,7 @@ from esbperf.analysis.graphs import (CLIPPED_BARS, ITERATION_RANGE_BARS, MIXED_B
 from esbperf.analysis.monitor import host_stats
 from esbperf.analysis.report import analyse, build_report, write_report
 from esbperf.analysis.page import OPEN_NOT_CROSSCHECKED
-from esbperf.analysis.stats import XCHECK_MIN_TPS_RATIO, describe, mean_ci, t_quantile, xcheck_fails
+from esbperf.analysis.stats import XCHECK_MIN_TPS_RATIO, describe, mean_ci, t_quantile, xcheck_chance, xcheck_fails
 from esbperf.cli import main as cli_main
 from esbperf.core.errors import EsbperfError
 from esbperf.results.datalog import log_stats
@@ -1028,6 +1028,11 @@ def test_cross_check_thresholds():
     assert not xcheck_fails(1.0, 0.04, 0.4) and xcheck_fails(1.0, 0.0401, 0.4)      # 10 % of wrk's mean
     assert not xcheck_fails(1.0, -0.03, 0.2) and xcheck_fails(1.0, -0.031, 0.2)     # the 0.03 ms floor
     assert xcheck_fails(None, None, None) is None
+    # A machine that wanders 10 % a window: esbperf's window may lie 24 % from wrk's two by chance alone.
+    chance = xcheck_chance(0.10, bracketed=True)
+    assert chance == pytest.approx(1.96 * 1.5 ** 0.5 * 0.10) and xcheck_chance(None, True) == 0.0
+    assert not xcheck_fails(0.80, 0.0, 0.4, chance) and xcheck_fails(0.75, 0.0, 0.4, chance)
+    assert not xcheck_fails(1.0, 0.09, 0.4, chance) and xcheck_fails(1.0, 0.1, 0.4, chance)
 
 
 def test_a_mistyped_cross_check_is_a_one_line_error(tmp_path: Path):

@@ -106,8 +106,10 @@ def test_a_bracket_on_a_flat_target_counts_each_bracketed_step_once_and_every_dr
     summary = pl.DataFrame({"run": ["r"] * 5, "step_dir": ["a", "a", "b", "c", "d"], "fork": [1, 1, 1, 2, 2],
                             "target_drift": [True, True, False, False, None],       # d: not bracketed
                             "xcheck_drift": [0.09, 0.09, -0.01, 0.03, None],
-                            "xcheck_noise": [0.07, 0.07, 0.07, 0.08, None]})
-    [rate] = ka.bracket_rates("wrk bracket", summary)
+                            "xcheck_noise": [0.07, 0.07, 0.07, 0.08, None],
+                            "xcheck_failed": [False, False, True, None, None]})
+    rate, crossed = ka.bracket_rates("wrk bracket", summary)
+    assert (crossed.hits, crossed.count) == (1, 3)
     assert (rate.hits, rate.count, rate.units) == (1, 3, "steps of 2 forks") and rate.goal == 0.05
     assert "median 3.0 %" in rate.note and "at most 9.0 %" in rate.note and "allowed a median 7.0 %" in rate.note
     assert ka.bracket_rates("wrk bracket", summary.filter(pl.col("step_dir") == "d")) == []
