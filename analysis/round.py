@@ -30,6 +30,7 @@ reproduced (`compare_verdicts`)."""
 from __future__ import annotations
 
 import csv
+import gzip
 import json
 import math
 import shutil
@@ -56,6 +57,7 @@ CAPACITY = "capacity"
 PAGE = "README.md"
 COMPARISON = "compare.csv"
 VERDICTS_COMPARED = "compare-verdicts.csv"   # a rerun's verdicts beside the published round's
+RERUNS = "reruns.csv"                        # one verdict's outcome in each of several reruns
 FIGURES = "figures.csv"       # the page's figures, one row each
 VERDICTS = "verdicts.csv"     # the page's verdicts: every pair of targets, per figure
 CONTROL = "control.csv"       # the control pair's verdicts
@@ -811,19 +813,28 @@ def _payload_bytes(label: str) -> int:
 HLOG_ARCHIVE = "hlog.tar.gz"
 
 
+def _as_published(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    """A member without who wrote it or when (the logs carry their own times): the same logs pack to
+    the same bytes, so publishing a round again changes nothing in git."""
+    info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+    return info
+
+
 def pack_hlogs(report: Path) -> Path | None:
     """The report's HdrHistogram logs (hlog/) as one compressed archive beside them, hlog.tar.gz:
-    what a published round keeps of its raw data."""
+    what a published round keeps of its raw data; the same logs give the same archive, byte for byte."""
     from esbperf.analysis.hlog import FOLDER
     source = Path(report) / FOLDER
     if not source.is_dir():
         return None
     out = Path(report) / HLOG_ARCHIVE
     partial = out.with_name(f".{out.name}.partial")
-    with tarfile.open(partial, "w:gz") as archive:
+    with partial.open("wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as packed, \
+            tarfile.open(fileobj=packed, mode="w", format=tarfile.PAX_FORMAT) as archive:
         for f in sorted(source.rglob("*")):
             if f.is_file():
-                archive.add(f, arcname=f.relative_to(source.parent).as_posix(), recursive=False)
+                archive.add(f, arcname=f.relative_to(source.parent).as_posix(), recursive=False,
+                            filter=_as_published)
     partial.replace(out)
     return out
 
@@ -1654,6 +1665,52 @@ def write_comparison(new: RoundData, published: RoundData, out: Path) -> tuple[P
     note = ("  another machine (" + "; ".join(differs) + "): compared by its ratios (÷ direct, ÷ best floor, "
             "÷ reference, engine ÷ engine) and verdicts, not its absolute figures") if differs else ""
     return out, comparison_lines(table, published, note, verdict_lines(said))
+
+
+RERUNS_SCHEMA = {"scenario": pl.String, "payload_bytes": pl.Int64, "payload": pl.String, "users": pl.Int64,
+                 "figure": pl.String, "a": pl.String, "b": pl.String, "outcomes": pl.String, "reruns": pl.Int64,
+                 "judged": pl.Int64, "most": pl.String, "same": pl.Int64}
+
+
+def rerun_agreement(rounds_: list[RoundData]) -> pl.DataFrame:
+    """How often each verdict came out the same over several runs of one round (reruns.csv): a row per
+    pair of targets at a step and figure, each run's outcome in order (the target shown better, "none"
+    for no difference shown, "not judged"), how many judged it, the outcome most of those gave, and how
+    many gave it."""
+    found: dict[tuple, dict] = {}
+    for n, data in enumerate(rounds_):
+        for r in verdicts(data).iter_rows(named=True):
+            row = found.setdefault(_verdict_key(r), {
+                "scenario": r["scenario"], "payload_bytes": r["payload_bytes"], "payload": r["payload_label"],
+                "users": r.get("users"), "figure": r["figure"], "a": r["a_target"], "b": r["b_target"],
+                "said": ["not run"] * len(rounds_)})
+            row["said"][n] = outcome(r) or "not judged"
+    rows = []
+    for row in found.values():
+        said = row.pop("said")
+        judged = [o for o in said if o not in ("not judged", "not run")]
+        most = max(dict.fromkeys(judged), key=judged.count) if judged else None
+        rows.append({**row, "outcomes": "; ".join(said), "reruns": len(said), "judged": len(judged),
+                     "most": most, "same": judged.count(most) if most else 0})
+    return pl.DataFrame(rows, schema=RERUNS_SCHEMA)
+
+
+def rerun_lines(table: pl.DataFrame) -> list[str]:
+    """What `esbperf round --reruns` prints: how many verdicts every run judged and how many of those
+    came out the same in each, then each judged verdict's outcomes."""
+    if table.is_empty():
+        return ["reruns: no verdict in common"]
+    n = int(table["reruns"].max())
+    every = table.filter(pl.col("judged") == n)
+    lines = [f"reruns: {table.height} verdicts over {n} runs; judged by every run: {every.height}, the same in every "
+             f"run: {every.filter(pl.col('same') == n).height}; judged by some runs only: "
+             f"{table.filter((pl.col('judged') > 0) & (pl.col('judged') < n)).height}; by none: "
+             f"{table.filter(pl.col('judged') == 0).height}"]
+    for r in table.filter(pl.col("judged") > 0).sort("same", "judged").iter_rows(named=True):
+        load = f" {r['users']}u" if r["users"] is not None else ""
+        lines.append(f"  {r['scenario']} {r['payload']}{load} {r['a']} vs {r['b']} {r['figure']}: "
+                     f"{r['most']} {r['same']} of {r['judged']} judged ({r['outcomes']})")
+    return lines
 
 
 def figures_frame(found: list[Figure]) -> pl.DataFrame:

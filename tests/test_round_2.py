@@ -388,3 +388,29 @@ def test_a_rerun_whose_engine_is_slower_does_not_reproduce_the_verdict_it_revers
     # Reversals are named first (every camel vs synapse verdict reversed here, cbr's as well).
     assert lines[1].startswith("    not reproduced: ") and "camel vs synapse" in lines[1], lines
     assert "published camel by " in lines[1] and ", now synapse by " in lines[1], lines
+
+
+def test_reruns_say_how_often_each_verdict_came_out_the_same(published, tmp_path, capsys):
+    """Three runs of the round, the third with camel 1.5 × slower in every fork: `esbperf round --reruns`
+    counts camel over synapse 2 of 3 (the third shows synapse), a verdict all three show 3 of 3, and
+    writes a row per verdict with each run's outcome in order."""
+    from esbperf.cli import main
+    first = round_2(tmp_path / "first", seed=31)
+    second = round_2(tmp_path / "second", seed=32)
+    third = round_2(tmp_path / "third", seed=33, fork_speed={("camel", f): 1 / 1.5 for f in range(1, FORKS + 1)})
+    argv = ["round", "--reruns", str(first), "--reruns", str(second), "--reruns", str(third), "--out", str(tmp_path)]
+    main(argv)
+    printed = capsys.readouterr().out
+    [written] = tmp_path.glob("round-2-reruns-*.csv")
+    table = pl.read_csv(written)
+    row = lambda a, b: table.filter((pl.col("scenario") == "proxy") & (pl.col("users") == 20) & (pl.col("figure") == "tps")
+                                    & (pl.col("a") == a) & (pl.col("b") == b)).row(0, named=True)
+    flipped = row("camel", "synapse")
+    assert (flipped["outcomes"], flipped["most"], flipped["same"], flipped["judged"]) == \
+        ("camel; camel; synapse", "camel", 2, 3)
+    assert row("direct", "synapse")["same"] == 3
+    assert "reruns: " in printed and "camel 2 of 3 judged (camel; camel; synapse)" in printed
+    # One line for what cannot be compared: a single folder, or a folder of another round.
+    with pytest.raises(SystemExit):
+        main(["round", "--reruns", str(first)])
+    assert "at least two round folders" in capsys.readouterr().err

@@ -4,6 +4,7 @@ rounds' pages and rules: docs/round-1/README.md, docs/round-2/README.md).
     esbperf round [--round NAME] [--quick] [--out DIR] [--publish]   measure the round, write its page, compare it
     esbperf round [--round NAME] --dry-run [--quick]                 its runs and estimated wall time; nothing started
     esbperf round [--round NAME] --from DIR [--publish]              a finished round's report, page and comparison again
+    esbperf round [--round NAME] --reruns DIR --reruns DIR … [--publish]  how often each verdict came out the same
 
 In order: build what is missing; bring the round's testbed up (the emulated one: root) and start
 the echo services and every engine the round measures on the esb host at once (the launcher of
@@ -25,6 +26,7 @@ import time
 from pathlib import Path
 
 import click
+import polars as pl
 from rich.console import Console
 
 from esbperf.cli import capacity as capacity_cli
@@ -337,6 +339,32 @@ def publish_round(folder: Path, published: Path, console: Console) -> None:
     console.print(f"published into {published}: {len(files) + 1} files, {size / 1e6:.1f} MB")
 
 
+def compare_reruns(rnd: rounds.Round, folders: list[Path], out: Path, publish: bool, console: Console) -> Path:
+    """How often each verdict came out the same over several runs of `rnd` (RERUNS): printed, and written
+    into `out` (with `publish`, into the round's published folder). One line for a folder that is not a
+    finished run of this round."""
+    from esbperf.analysis import round as pages
+
+    if len(folders) < 2:
+        raise EsbperfError("--reruns needs at least two round folders to say how often a verdict came out the same")
+    found = []
+    for folder in folders:
+        data = pages.load(folder)
+        if data.info.get("round") != rnd.name:
+            raise EsbperfError(f"{folder}: a run of {data.info.get('round')!r}, not of {rnd.name!r} (give --round)")
+        found.append(data)
+    table = pages.rerun_agreement(found)
+    target = rnd.published / pages.RERUNS if publish else \
+        out.resolve() / f"{rnd.name}-reruns-{time.strftime('%Y%m%d-%H%M%S')}.csv"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    table.with_columns(pl.Series("runs", ["; ".join(f.name for f in folders)] * table.height)) \
+        .write_csv(target)
+    for line in pages.rerun_lines(table):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    console.print(f"reruns: {target}", soft_wrap=True)
+    return target
+
+
 @click.command(name="round")
 @click.option("--quick", is_flag=True, help="The round's quick variant (fewer payloads, users, iterations, searches).")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("results"), show_default=True,
@@ -347,14 +375,24 @@ def publish_round(folder: Path, published: Path, console: Console) -> None:
 @click.option("--dry-run", is_flag=True, help="Print the round's runs and estimated wall time; start nothing.")
 @click.option("--from", "from_dir", type=click.Path(file_okay=False, path_type=Path),
               help="A round folder measured before: write its report (if missing), page and comparison again.")
+@click.option("--reruns", "reruns", multiple=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Round folders of several runs of the round (e.g. its quick variant three times; repeat the "
+                   "option): how often each verdict came out the same, into reruns.csv (with --publish, the "
+                   "published folder's).")
 @click.option("--round", "round_name", default="round-2", show_default=True, metavar="NAME|FILE",
               help="The round (console-config/rounds/<NAME>.yaml or a file).")
-def round_command(quick: bool, out: Path, publish: bool, dry_run: bool, from_dir: Path | None, round_name: str) -> None:
+def round_command(quick: bool, out: Path, publish: bool, dry_run: bool, from_dir: Path | None,
+                  reruns: tuple[Path, ...], round_name: str) -> None:
     """Rerun a public round with one command: build, bring the testbed up, start every engine, verify,
     run the closed plan and the capacity searches, write the report and the round's page, and compare
     it with the published round."""
     console = run_console()
     rnd = rounds.load(round_name)
+    if reruns:
+        if quick or dry_run or from_dir is not None:
+            raise EsbperfError("--reruns reads measured rounds as they are; do not give --quick, --dry-run or --from")
+        compare_reruns(rnd, list(reruns), out, publish, console)
+        return
     if from_dir is not None:
         if quick or dry_run:
             raise EsbperfError("--from takes a measured round as it is; do not give --quick or --dry-run")
