@@ -1,7 +1,8 @@
 """`esbperf selftest --quick` as a user types it, on an emulated testbed of its own: the A/A check
 (two runs of the reference engine compared with `esbperf compare` and its gate), the interleaved
-check (the reference and its twin in one run, an A/A and a known difference × 2) and the warm-up
-check (a reference whose work falls by half over 90 s, its warm-up cut at 45 s) run end to end, and
+check (the reference and its twin in one run, an A/A and a known difference × 2), the warm-up
+check (a reference whose work falls by half over 90 s, its warm-up cut at 45 s) and the wrk bracket's
+(the flat reference bracketed by wrk, the machine's wander measured first) run end to end, and
 their table says what a working rule says: the gate did not fail two identical runs, and a warm-up
 still falling was not called settled. The published rates, with their counts, come from the full
 run (docs/benchmarks/known-answers.md); this one only shows a broken rule."""
@@ -20,10 +21,10 @@ from esbperf import testbed as testbeds
 from esbperf.core import topology
 from esbperf.core.project import CONSOLE_CONFIG
 
-# Six minutes (make test-long): the rules it runs are tested on crafted data in test_settling.py and
+# About ten minutes (make test-long): the rules it runs are tested on crafted data in test_settling.py and
 # test_known_answers.py, and end to end on real runs by test_demo.py.
 pytestmark = [pytest.mark.slow, pytest.mark.root, pytest.mark.long,
-              pytest.mark.timeout(1800),   # three checks' runs, two of them of two targets: past the default 600 s
+              pytest.mark.timeout(1800),   # four checks' runs, two of them of two targets: past the default 600 s
               pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
 
 PREFIX = "esbk-"
@@ -44,7 +45,7 @@ def test_the_quick_selftest_runs_its_checks_and_a_working_rule_passes_them(tmp_p
     testbed_file = own_testbed(tmp_path / "selftest-test.yaml")
     testbeds.down(topology.load(testbed_file))   # a killed earlier run's leftovers
     done = subprocess.run([sys.executable, "-m", "esbperf", "selftest", "--quick", "--check", "aa", "--check", "warmup",
-                           "--check", "interleaved",
+                           "--check", "interleaved", "--check", "bracket",
                            "--testbed", str(testbed_file), "--out", str(tmp_path / "results")],
                           capture_output=True, text=True, timeout=1700,
                           env={**os.environ, "ESBPERF_STATE": str(tmp_path / "state")})
@@ -65,6 +66,9 @@ def test_the_quick_selftest_runs_its_checks_and_a_working_rule_passes_them(tmp_p
     assert aa["count"] == "3", aa
     shown = rates[("known difference interleaved: twin's work × 2", "tps: the difference shown, with the right sign")]
     assert (shown["count"], shown["hits"]) == ("1", "1"), shown
+    # The flat reference bracketed by wrk (2 forks of 3 iterations): every target-drift on it is false.
+    drift = rates[("wrk bracket: flat reference", "steps named by `target-drift` (the target moved across the step)")]
+    assert drift["count"] == "6", drift
     [paired] = (folder / "interleaved-difference-report-1").rglob("verdicts.csv")
     with paired.open() as f:
         assert {r["paired"] for r in csv.DictReader(f)} == {"true"}
