@@ -30,6 +30,13 @@ class StepsTest {
     final List<String> states = Collections.synchronizedList(new ArrayList<>());
     final List<String> queries = Collections.synchronizedList(new ArrayList<>());
 
+    /** Whether a poll so far matched: read under the list's lock, as the board's thread adds to it meanwhile. */
+    boolean asked(java.util.function.Predicate<String> query) {
+      synchronized (queries) {
+        return queries.stream().anyMatch(query);
+      }
+    }
+
     Board() throws IOException {
       server = HttpServer.create(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0), 16);
       server.createContext("/order", exchange -> {
@@ -139,19 +146,19 @@ class StepsTest {
       await(() -> steps.current().getSeq() == 2);
       final Order step = steps.current();
       assertEquals(2, steps.takes(step));
-      await(() -> board.queries.stream().anyMatch(q -> q.contains("state=adopted:2") && q.contains("begun=0&takes=2")));
+      await(() -> board.asked(q -> q.contains("state=adopted:2") && q.contains("begun=0&takes=2")));
       assertTrue(steps.enter(step));
       assertTrue(steps.enter(step));
       Thread.sleep(100);
-      assertTrue(board.queries.stream().noneMatch(q -> q.contains("begun=1")), "entered is not begun");
+      assertFalse(board.asked(q -> q.contains("begun=1")), "entered is not begun");
       steps.begun(step);
-      await(() -> board.queries.stream().anyMatch(q -> q.contains("begun=1&takes=2")));
+      await(() -> board.asked(q -> q.contains("begun=1&takes=2")));
       steps.begun(step);
-      await(() -> board.queries.stream().anyMatch(q -> q.contains("begun=2&takes=2")));
+      await(() -> board.asked(q -> q.contains("begun=2&takes=2")));
       board.answer = "seq=3\nkind=idle\n";
       steps.leave(step);
       steps.leave(step);
-      await(() -> board.queries.stream().anyMatch(q -> q.contains("state=adopted:3") && q.contains("takes=0")));
+      await(() -> board.asked(q -> q.contains("state=adopted:3") && q.contains("takes=0")));
     }
   }
 
@@ -162,13 +169,13 @@ class StepsTest {
       final Steps steps = new Steps(board.url(), "key", "w-0", new Recorded(), 5000, 5000, line -> { });
       steps.start(0, 0, 2);
       await(() -> steps.current().getSeq() == 2);
-      await(() -> board.queries.stream().anyMatch(q -> q.contains("have=-1")));
+      await(() -> board.asked(q -> q.contains("have=-1")));
       final Order step = steps.current();
       for (int thread = 0; thread < 2; thread++) {
         steps.enter(step);
         steps.begun(step);
       }
-      await(() -> board.queries.stream().anyMatch(q -> q.contains("begun=2")));
+      await(() -> board.asked(q -> q.contains("begun=2")));
       Thread.sleep(50);
       final int begun = board.queries.size();
       await(() -> board.queries.size() >= begun + 3);
