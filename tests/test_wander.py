@@ -36,3 +36,14 @@ def test_a_bracket_allows_the_runs_own_wander_and_a_run_without_one_the_measured
     # A machine wandering 12 % a window: a 20 % move between the two windows is chance, not the target.
     assert bracket_noise(steady, 0.12) == pytest.approx(1.96 * 2 ** 0.5 * 0.12, rel=1e-3)
     assert bracket_noise(steady, 0.12) > 0.20
+
+
+def test_a_probe_that_cannot_run_is_said_and_the_run_goes_on(monkeypatch):
+    import subprocess
+
+    def hung(*args, **kwargs):
+        raise subprocess.TimeoutExpired(args[0], kwargs.get("timeout"))
+    monkeypatch.setattr(subprocess, "run", hung)
+    found = wander.measure([0], window_s=1.0, gap_s=3.0)
+    assert set(found) == {"skipped"} and "could not run" in found["skipped"]
+    assert run_wander({"machine_wander": found}) is None     # its brackets then allow the constant

@@ -84,9 +84,12 @@ def measure(cpus: Sequence[int] | None, window_s: float, gap_s: float) -> dict:
     """The probe on `cpus` (None: wherever the kernel puts it), as a process of its own so that the
     runner's own threads stay where they are; summarized (summarize)."""
     seconds = probe_seconds(window_s)
-    done = subprocess.run([sys.executable, "-m", "esbperf.run.wander", str(seconds)], capture_output=True, text=True,
-                          timeout=seconds + 60,
-                          preexec_fn=(lambda: os.sched_setaffinity(0, list(cpus))) if cpus else None)
+    try:
+        done = subprocess.run([sys.executable, "-m", "esbperf.run.wander", str(seconds)], capture_output=True,
+                              text=True, timeout=seconds + 60,
+                              preexec_fn=(lambda: os.sched_setaffinity(0, list(cpus))) if cpus else None)
+    except (OSError, subprocess.SubprocessError) as e:   # the run goes on: its brackets allow the constant
+        return {"skipped": f"the probe could not run: {e}"}
     chunks = [float(line) for line in done.stdout.split()] if done.returncode == 0 else []
     if not chunks:
         return {"skipped": f"the probe failed (exit {done.returncode}): {done.stderr.strip()[-200:]}"}
