@@ -189,7 +189,23 @@ def test_drift_false_alarms_on_noise_only(n, poisson_level):
 
 def test_a_window_of_few_intervals_is_not_judged():
     found = steady.drift([2000.0] * 6, [1.0] * 6)
-    assert found.drifted is None and found.describe() == "not judged: 6 interval(s), fewer than 10"
+    assert found.drifted is None and found.describe() == "not judged: 6 interval(s) of 1 s, fewer than 10"
+
+
+def test_moves_are_judged_at_a_second_or_coarser():
+    """The one-machine testbed's speed wanders in spells of a second or two (docs/benchmarks/noise.md):
+    a 2-s window of 200-ms intervals whose last 0.8 s run 25 % slower is no drift it can judge (two
+    intervals of 1 s), while a 20-s window of the same intervals with that step at 10 s is named there,
+    and its throughput and mean response time merged to whole seconds (weighted by transactions)."""
+    short = [1000.0] * 6 + [750.0] * 4
+    found = steady.drift(short, [1000 / v for v in short], 0.2)
+    assert found.drifted is None and found.describe() == "not judged: 2 interval(s) of 1 s, fewer than 10"
+    tps, mean = step_series(lambda t: np.where(t < 50, 1.0, 0.75), 5, n=100)
+    found = steady.drift(tps, mean, 0.2)
+    named = {(m.series, m.kind): m for m in found.moves}
+    assert found.interval_s == 1.0 and named[("throughput", "change point")].at == 10, found.describe()
+    assert "at 10 s (change point)" in found.describe(), found.describe()
+    assert steady.merged([10.0, 30.0, None, 0.0], [1.0, 3.0, None, None], 0.5) == ([20.0, 0.0], [2.5, None], 1.0)
 
 
 def test_intervals_without_a_transaction_keep_their_place():
