@@ -21,10 +21,29 @@ def noisy(level, seconds: int, sigma: float, seed: int) -> list[float]:
 
 
 def test_a_flat_series_with_a_few_per_cent_of_noise_settles_within_a_minute():
-    settled = [steady.settling(noisy(5000, 60, 0.02, seed), BUCKET, 60) for seed in range(40)]
+    # 1.5 % a second: the margin of ±3 %/min needs a quieter second than ±4 %/min did (2 %: 31 of 40
+    # now), the price of not settling a target still 4 %/min short of its speed
+    # (test_a_target_still_climbing_at_four_per_cent_a_minute_is_seldom_settled).
+    settled = [steady.settling(noisy(5000, 60, 0.015, seed), BUCKET, 60) for seed in range(40)]
     assert sum(s.outcome == steady.SETTLED for s in settled) >= 36
     s = settled[0]
-    assert "within ±4 %/min" in s.reason and s.low < s.slope < s.high
+    assert "within ±3 %/min" in s.reason and s.low < s.slope < s.high
+
+
+def test_a_target_still_climbing_at_four_per_cent_a_minute_is_seldom_settled():
+    """The selftest's falling reference (its work 1.25 × falling to 1 × over 180 s, the work about half
+    its CPU): its speed climbs some 4 %/min with more than 5 % still to go for its first 113 s. Asked
+    once a second as the runner asks, at 2 % noise a second, it is settled before then in at most
+    10 % of forks (it was in 30 % with a margin of ±4 %/min); a flat series with the same noise is
+    still called moving at its end in none."""
+    t = np.arange(113, dtype=float)
+    speed = 1 / (1 + 0.25 * (1 - t / 180) * 0.54)
+    wrong = moving = 0
+    for seed in range(40):
+        series = np.array(noisy(5000, 113, 0.02, 100 + seed)) * speed
+        wrong += any(steady.settling(list(series[:n]), BUCKET, 60).steady for n in range(5, 114))
+        moving += steady.settling(noisy(5000, 75, 0.02, 200 + seed), BUCKET, 60).outcome == steady.MOVING
+    assert wrong <= 4 and moving == 0, (wrong, moving)
 
 
 def test_a_series_still_climbing_by_more_than_the_margin_is_still_moving():
@@ -48,7 +67,7 @@ def test_a_climb_that_ended_is_not_taken_for_a_trend_of_what_follows():
     # A JIT's climb from a fifth of its speed over the first 20 s, then flat. Whatever lay more than
     # SETTLE_CUT_SHARE below the present level is not judged; the climb's last stretch is, until the
     # horizon has passed it.
-    series = noisy(lambda t: np.where(t < 20, 1000 + 200 * t, 5000), 90, 0.02, 8)
+    series = noisy(lambda t: np.where(t < 20, 1000 + 200 * t, 5000), 100, 0.02, 8)
     early = steady.settling(series[:45], BUCKET, 60)
     assert early.judged_s < 45 - steady.SETTLE_SKIP_S - 5, early.reason
     found = steady.settling(series, BUCKET, 60)

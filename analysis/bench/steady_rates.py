@@ -9,7 +9,14 @@ docs/methodology.md quotes ("Steps that judge themselves"):
   then names the window), and whether a slowdown after the warm-up is named where it happened;
 - the drift test's false alarms on noise only (per step: throughput and mean together);
 - the Poisson check's false alarms on true exponential gaps (exact and whole-ms times) and how
-  often it refuses regular, jittered and bursty schedules.
+  often it refuses regular, jittered and bursty schedules;
+- the drift test on a window that only wanders (AR(1) at 200-ms intervals, as a one-machine
+  testbed's speed does): judged at those intervals and, as it is, at whole seconds;
+- a target's warm-up (settling(), asked once a second from its least on, as `esbperf selftest
+  --check warmup` replays it): how often a flat series is settled within 60 s, and how often the
+  check's falling reference (work 1.25 × falling to 1 × over 180 s, the work 54 % of its CPU) is
+  settled while its speed still has more than 5 % to go — at each per-second noise and
+  autocorrelation: the price of the margin at a machine's noise.
 tests/test_steady.py asserts bounds on the same figures with fewer seeds."""
 from __future__ import annotations
 
@@ -103,6 +110,51 @@ def arrivals(seeds: int) -> None:
             print(f"Poisson check, {kind} schedule at {rate:g}/s, 300 gaps, whole ms: refused {share(refused, seeds)}")
 
 
+def ar1(n: int, sigma: float, rho: float, rng: np.random.Generator) -> np.ndarray:
+    """n values of an AR(1) series of marginal SD `sigma` and lag-1 correlation `rho`."""
+    e = rng.normal(0, sigma * np.sqrt(1 - rho ** 2), n)
+    x = np.empty(n)
+    x[0] = rng.normal(0, sigma)
+    for i in range(1, n):
+        x[i] = rho * x[i - 1] + e[i]
+    return x
+
+
+def wander(seeds: int) -> None:
+    count = seeds * 5
+    for sigma, rho in ((0.10, 0.6), (0.15, 0.8)):
+        fine = coarse = 0
+        for s in range(count):
+            tps = 5000 * (1 + ar1(10, sigma, rho, np.random.default_rng(s)))
+            mean = 20 / tps * 1000
+            fine += bool(steady.drift(tps, mean, 1.0).moves)       # the old rule: each 200 ms an interval
+            coarse += bool(steady.drift(tps, mean, 0.2).moves)     # as shipped: merged to whole seconds
+        print(f"drift on a 2-s window that only wanders (AR(1) per 200 ms, {sigma:.0%} noise, lag-1 {rho:g}): "
+              f"named judged per 200 ms {share(fine, count)}, judged per second {share(coarse, count)}")
+
+
+def settling(seeds: int) -> None:
+    from esbperf.analysis.known_answers import replay
+    share_work, start, span = 0.54, 1.25, 180.0
+    for sigma in (0.02, 0.04, 0.06, 0.086):
+        for rho in (0.0, 0.4):
+            soon = wrong = 0
+            for s in range(seeds):
+                rng = np.random.default_rng(s)
+                flat_series = 5000 * (1 + ar1(75, sigma, rho, rng))
+                settled_at, _ = replay(list(flat_series), 1.0, 60, 5)
+                soon += settled_at is not None and settled_at <= 60
+                t = np.arange(240, dtype=float)
+                factor = 1 + (start - 1) * np.clip(1 - t / span, 0, None)
+                to_go = (factor - 1) * share_work                 # what its speed still has to rise by
+                falling = 5000 / (1 + to_go) * (1 + ar1(240, sigma, rho, rng))
+                last = int(np.argmax(to_go <= 0.05))              # from here on, settling is right
+                settled_at, _ = replay(list(falling[:last]), 1.0, 60, 5)
+                wrong += settled_at is not None
+            print(f"warm-up, {sigma:.1%} noise a second, lag-1 {rho:g}: flat settled within 60 s {share(soon, seeds)}; "
+                  f"falling settled with more than 5 % to go {share(wrong, seeds)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=200)
@@ -110,6 +162,8 @@ def main() -> None:
     warm_up(seeds)
     drift(seeds)
     arrivals(seeds)
+    wander(seeds)
+    settling(max(10, seeds // 5))
 
 
 if __name__ == "__main__":
