@@ -89,9 +89,29 @@ class Comparison:
 
 
 def _judged(frame: pl.DataFrame, figure: str) -> pl.DataFrame:
-    """The verdicts of one figure that have an interval (the others judged nothing)."""
+    """The verdicts of one figure that judged something: with an interval, not `not judged` (a side the
+    testbed bounded), and neither side named by a validity warning (its sentence says "not a valid
+    measurement": the user is told not to take it). The others are no claim, right or wrong; they
+    are counted apart (_not_judged)."""
     rows = frame.filter(pl.col("figure") == figure)
-    return rows.filter(pl.col("ratio_low").is_not_null() & pl.col("ratio_high").is_not_null())
+    rows = rows.filter(pl.col("ratio_low").is_not_null() & pl.col("ratio_high").is_not_null())
+    if "short" in rows.columns:
+        rows = rows.filter(~pl.col("short").fill_null("").str.starts_with("not judged"))
+    for side in ("valid_a", "valid_b"):
+        if side in rows.columns:
+            rows = rows.filter(pl.col(side).is_null() | pl.col(side).cast(pl.String).is_in(["yes", ""]))
+    return rows
+
+
+def _not_judged(comparisons: list["Comparison"], figure: str | None = None) -> int:
+    """How many verdicts (of `figure`, or of every figure) the comparisons gave that judged nothing."""
+    figures = FIGURES if figure is None else (figure,)
+    return sum(c.verdicts.filter(pl.col("figure") == f).height - _judged(c.verdicts, f).height
+               for c in comparisons for f in figures)
+
+
+def _apart(count: int) -> str:
+    return f"; {count} more not judged (a side not valid, or bounded by the testbed)" if count else ""
 
 
 def aa_rates(check: str, comparisons: list[Comparison], where: str = "comparison(s) of two runs") -> list[Rate]:
@@ -105,9 +125,9 @@ def aa_rates(check: str, comparisons: list[Comparison], where: str = "comparison
         rows = [r for c in comparisons for r in _judged(c.verdicts, figure).iter_rows(named=True)]
         every += rows
         out.append(Rate(check, f"{figure}: a difference called shown", sum(bool(r["shown"]) for r in rows),
-                        len(rows), 0.05, units=f"verdicts, from {where}"))
+                        len(rows), 0.05, units=f"verdicts, from {where}{_apart(_not_judged(comparisons, figure))}"))
     out.append(Rate(check, "any figure: a difference called shown", sum(bool(r["shown"]) for r in every),
-                    len(every), 0.05, units=f"verdicts, from {where}"))
+                    len(every), 0.05, units=f"verdicts, from {where}{_apart(_not_judged(comparisons))}"))
     gated = [c for c in comparisons if c.gate_exit is not None]
     if gated:
         out.append(Rate(check, "the gate at 5 % fails (exit 1)", sum(c.gate_exit == 1 for c in gated), len(gated), 0.05,
@@ -156,6 +176,23 @@ def work_share(accounts: Iterable[dict]) -> float | None:
     return work / process if process else None
 
 
+def work_share_between(before: dict | None, after: dict | None) -> float | None:
+    """The share of the reference's CPU its set work took between two readings of one process's
+    account (GET /reference/stats): its work's CPU time over its process's, both as differences, so
+    the JVM's start, its compiling and the start-up measurement of its work (a fork loaded for half a
+    minute spends some 15 % of its CPU on them) count in neither. None unless `after` is a later
+    reading of the same process (it has served more and lived longer, with the same start-up
+    measurement)."""
+    try:
+        same = (before["work_calibration"] == after["work_calibration"] and after["uptime_s"] > before["uptime_s"]
+                and after["requests"] > before["requests"])
+        work = float(after["work_cpu_s"]) - float(before["work_cpu_s"])
+        process = float(after["process_cpu_s"]) - float(before["process_cpu_s"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return work / process if same and process > 0 and work > 0 else None
+
+
 def construction_truth(share: float, factor: float, keys: Iterable[tuple]) -> dict[tuple, dict[str, float]]:
     """The truth of a known difference by construction, B ÷ A at each load of `keys`: B's work is
     `factor` × A's rounds, which are `share` of A's CPU a request, so B's request costs
@@ -184,7 +221,7 @@ def difference_rates(check: str, comparisons: list[Comparison]) -> list[Rate]:
                 expected_up = truth > 1
                 signs.append(bool(r["shown"]) and (ratio > 1) == expected_up)
                 covered.append(low <= truth <= high)
-        where = f"verdicts, from {len(comparisons)} comparison(s)"
+        where = f"verdicts, from {len(comparisons)} comparison(s){_apart(_not_judged(comparisons, figure))}"
         out.append(Rate(check, f"{figure}: the difference shown, with the right sign", sum(signs), len(signs), 0.95,
                         at_least=True, units=where))
         out.append(Rate(check, f"{figure}: the 95 % interval covers the truth", sum(covered), len(covered), 0.90,

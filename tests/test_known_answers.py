@@ -28,6 +28,22 @@ def test_an_aa_difference_shown_is_false_whichever_way_and_unjudged_ones_do_not_
     assert (gate.hits, gate.count, gate.met) == (0, 1, True) and "1 not judged" in gate.note
 
 
+def test_a_verdict_the_user_is_told_not_to_take_is_no_judgment_and_is_counted_apart():
+    """A side a validity warning names ("not a valid measurement") or a testbed bound ("not judged")
+    makes no claim: such a verdict is neither a false difference nor a missed one (an interleaved run
+    whose client stalled mid-run gave three of them, with intervals of ±40 %)."""
+    frame = verdicts([
+        {"figure": "tps", "ratio": 1.02, "ratio_low": 0.97, "ratio_high": 1.07, "shown": False,
+         "short": "none shown (−3 to +7 %)", "valid_a": "yes", "valid_b": "yes"},
+        {"figure": "tps", "ratio": 0.99, "ratio_low": 0.67, "ratio_high": 1.46, "shown": False,
+         "short": "none shown (−33 to +46 %)", "valid_a": "littles-law", "valid_b": "yes"},
+        {"figure": "tps", "ratio": 1.40, "ratio_low": 1.20, "ratio_high": 1.60, "shown": False,
+         "short": "not judged (bound)", "valid_a": "yes", "valid_b": "yes"},
+    ])
+    [tps] = [r for r in ka.aa_rates("A/A", [ka.Comparison("c1", frame, "b-run")]) if r.judgment.startswith("tps")]
+    assert (tps.hits, tps.count) == (0, 1) and "2 more not judged" in tps.units, tps
+
+
 def test_a_known_difference_is_right_only_shown_with_the_truths_sign_and_covered_only_inside_its_interval():
     # verdicts.csv says a ÷ b; here a is the run compared (the second, "b-run"): B ÷ A as it stands.
     frame = verdicts([
@@ -119,3 +135,16 @@ def test_a_rate_has_its_exact_binomial_interval():
     low, high = ka.Rate("c", "j", 2, 40, 0.05).interval()
     assert low == pytest.approx(0.0061, abs=1e-4) and high == pytest.approx(0.1692, abs=1e-4)
     assert ka.Rate("c", "j", 0, 0).rate is None and ka.Rate("c", "j", 0, 0).met is None
+
+
+def test_the_work_share_between_two_readings_leaves_the_process_start_out():
+    """A fork's account at its warm-up's end and after the run (one process): the share of its CPU
+    its work took in between, with the JVM's start in neither reading's difference."""
+    calibration = {"rounds": 1000, "runs": 3000, "cpu_s": 0.38}
+    warm = {"work_calibration": calibration, "uptime_s": 16.0, "requests": 20851, "work_cpu_s": 2.74, "process_cpu_s": 7.39}
+    end = {"work_calibration": calibration, "uptime_s": 35.3, "requests": 45690, "work_cpu_s": 5.60, "process_cpu_s": 13.27}
+    assert ka.work_share_between(warm, end) == pytest.approx(2.86 / 5.88)
+    assert ka.work_share([end]) == pytest.approx(5.60 / 13.27)        # the whole life: its start as not work
+    assert ka.work_share_between(end, warm) is None                    # not a later reading
+    assert ka.work_share_between({**warm, "work_calibration": {"rounds": 1}}, end) is None   # another process
+    assert ka.work_share_between(None, end) is None

@@ -14,11 +14,12 @@ request, and on demand a known warm-up curve) or Camel:
                 is shown with the right sign, and how often its interval covers the truth, measured
                 apart by wrk over long windows on each
     interleaved the reference and its twin (esb-projects/reference-twin) as two targets of one run, so
-                each fork measures both, in turn, four times, and the verdict pairs them fork by fork
-                (selftest-interleaved): an A/A (both at work N: how often a difference is called
-                shown) and the known difference (the twin at 1.1 × N: shown with the right sign,
-                interval covering the truth by construction — the work's share of the reference's
-                CPU by its own clocks; wrk's reading on the two in turn kept beside it)
+                each fork measures both back to back, and the verdict pairs them fork by fork
+                (selftest-interleaved), in runs of their own by turns: an A/A (both at work N: how
+                often a difference is called shown) and the known 10 % difference (the twin at
+                1.2 × N: shown with the right sign, interval covering the truth by construction —
+                the work's share of the reference's CPU by its own clocks; wrk's reading on the two
+                in turn kept beside it)
     warmup      forks of a flat reference: how soon their warm-up is judged settled; forks of one whose
                 work falls 20 % over 180 s: how often it is judged settled while its speed, by its own
                 account, still had more than 5 % to move (selftest-warmup)
@@ -57,7 +58,7 @@ from esbperf.services.esb import ENGINES, read_account
 CHECKS = ("aa", "aa-camel", "difference", "interleaved", "warmup", "valid", "bracket")
 REFERENCE = "reference"
 TWIN = "reference-twin"          # the reference a second time, beside it in one run
-TRUTH_TURNS = 3                  # wrk on the reference, then on its twin, this many times over
+TRUTH_TURNS = 2                  # wrk on the two in turn this many times, the order turned each time (AB BA)
 GATE = ("--max-tps-drop", "5%", "--max-p99-rise", "5%")
 
 
@@ -71,35 +72,44 @@ class Sizes:
     truth_s: float           # wrk's window per load and side, for the known difference's truth
     flat_forks: int
     falling_forks: int
-    difference: float        # the known difference: B's work ÷ A's
+    difference: float        # the known difference between two runs: B's work ÷ A's
+    # The interleaved known difference: the twin's work ÷ the reference's. With the work about half of
+    # the reference's CPU a request, × 1.2 costs some 10 % more a request: the known 10 % difference.
+    interleaved_difference: float
     falling: dict            # the falling reference's curve (its settings) ...
     falling_max_s: float     # ... and how long its warm-up may go on
     flat_max_s: float        # how long a flat reference's may
     # The reference's own warm-up (its C1-compiled code) is over within seconds: in the A/A and the
     # difference its forks are loaded at most this long, where an ESB's are given the plan's.
     reference_warmup_max_s: float
-    interleaved_runs: int    # runs of the interleaved A/A, and as many of the interleaved difference
+    # Runs of the interleaved A/A, each followed by one of the interleaved difference: each run one
+    # experiment of its own (a fresh testbed, its own forks), so the rates count experiments, not forks.
+    interleaved_runs: int
     interleaved_forks: int
-    # Iterations a fork: the two targets' order turns each one (AB BA AB BA), so a fork's pair is the
-    # mean of that many adjacent pairs and a drift within it falls on both sides alike.
+    # Iterations a fork: the two targets' order turns each one (AB BA AB BA), and from one fork to the
+    # next, so a fork's pair is the mean of that many adjacent pairs, a drift within it on both sides.
     interleaved_iterations: int
-    interleaved_warmup_max_s: float   # each target's warm-up at each load there (two targets, two loads a fork)
+    interleaved_warmup_max_s: float   # each target's warm-up in each fork (the reference's C1 code is warm in seconds)
     forks: int | None        # forks per run of the A/A and difference checks (None: the plan's)
     users: list[int] | None  # the A/A and difference plans' users (None: the plan's)
     payloads: list[str] | None
 
 
 FULL = Sizes(aa_pairs=2, camel_pairs=1, difference_pairs=3, truth_s=20, flat_forks=10, falling_forks=6,
-             difference=1.10, falling={"warmup-factor": 1.25, "warmup-s": 180}, falling_max_s=240, flat_max_s=75,
-             reference_warmup_max_s=45, interleaved_runs=1, interleaved_forks=10, interleaved_iterations=4,
-             interleaved_warmup_max_s=15,
+             difference=1.10, interleaved_difference=1.2, falling={"warmup-factor": 1.25, "warmup-s": 180},
+             falling_max_s=240, flat_max_s=75, reference_warmup_max_s=45,
+             # 6 experiments a side, 10 forks of one pair each (about 8 min an experiment here): a fork's
+             # adjacent pair lies some 7 % apart here (SD of its log ratio), so 10 forks show a 10 %
+             # difference at 95 % in nearly every experiment (non-central t, 9 df) and 6 × 3 verdicts
+             # a side count the rates.
+             interleaved_runs=6, interleaved_forks=10, interleaved_iterations=1, interleaved_warmup_max_s=6,
              forks=None, users=None, payloads=None)
 # Minutes, for `make test-long`: the A/A and the warm-up's false-settle check once, small; a difference
 # and a fall large enough that two forks tell them (a rule broken shows, a rate is not measured).
 QUICK = Sizes(aa_pairs=1, camel_pairs=1, difference_pairs=1, truth_s=5, flat_forks=1, falling_forks=1,
-              difference=2.0, falling={"warmup-factor": 2.0, "warmup-s": 90}, falling_max_s=45, flat_max_s=30,
-              reference_warmup_max_s=15, interleaved_runs=1, interleaved_forks=3, interleaved_iterations=2,
-              interleaved_warmup_max_s=10,
+              difference=2.0, interleaved_difference=2.0, falling={"warmup-factor": 2.0, "warmup-s": 90},
+              falling_max_s=45, flat_max_s=30, reference_warmup_max_s=15,
+              interleaved_runs=1, interleaved_forks=3, interleaved_iterations=2, interleaved_warmup_max_s=6,
               forks=2, users=[20], payloads=["1KB"])
 
 
@@ -194,8 +204,9 @@ class Selftest:
                          target_warmup_max_s={"direct": 30, "floor": 30, "esb": self.sizes.interleaved_warmup_max_s})
             work = ENGINES[REFERENCE].setting_values()["work"]
             runs = []
-            for label, factor in (("aa", 1.0), ("difference", self.sizes.difference)):
-                for n in range(self.sizes.interleaved_runs):
+            # An A/A, then a difference, and again: what the machine does over the hour falls on both.
+            for n in range(self.sizes.interleaved_runs):
+                for label, factor in (("aa", 1.0), ("difference", self.sizes.interleaved_difference)):
                     folder = f"interleaved-{label}-{n + 1}"
                     settings = {REFERENCE: {"work": work}, TWIN: {"work": round(work * factor)}}
                     run, truth_a, truth_b = self.interleaved(plan, settings, folder, truth=factor != 1.0)
@@ -233,9 +244,12 @@ class Selftest:
             accounts = [read_account(name, *self.testbed.target(name).address) for name in (REFERENCE, TWIN)]
             layout.write_json(run / "accounts.json", dict(zip((REFERENCE, TWIN), accounts)))
             truth_a, truth_b = [], []
-            for _ in range(TRUTH_TURNS if truth else 0):
-                truth_a += self.truth(REFERENCE, plan)
+            for turn in range(TRUTH_TURNS if truth else 0):
+                if turn % 2 == 0:
+                    truth_a += self.truth(REFERENCE, plan)
                 truth_b += self.truth(TWIN, plan)
+                if turn % 2 == 1:
+                    truth_a += self.truth(REFERENCE, plan)
         return run, truth_a, truth_b
 
     def reference_warmup(self) -> dict:
@@ -342,14 +356,18 @@ class Selftest:
 
         run = self.out / entry["run"]
         kept = run / "accounts.json"
-        if kept.is_file():
-            accounts, source = [layout.read_json(kept).get(REFERENCE)], "its last fork's account after the run"
-        else:
-            record = layout.read_json(run / layout.RUN_FILE)
-            accounts = [t.get("account") for w in record.get("target_warmup", []) for t in w.get("targets", [])
-                        if t.get("target") == REFERENCE]
-            source = f"its accounts at {len(accounts)} fork(s)' warm-up"
-        share = known_answers.work_share(accounts)
+        record = layout.read_json(run / layout.RUN_FILE)
+        warmed = [t.get("account") for w in record.get("target_warmup", []) for t in w.get("targets", [])
+                  if t.get("target") == REFERENCE and t.get("account")]
+        after = layout.read_json(kept).get(REFERENCE) if kept.is_file() else None
+        # Best: the last fork's work and process CPU from its warm-up's end to the run's end, under load
+        # only; else that process's whole life (its start counts as not work), else the warm-ups'.
+        share = known_answers.work_share_between(warmed[-1] if warmed else None, after)
+        source = "its last fork's account from its warm-up's end to the run's end"
+        if share is None and after is not None:
+            share, source = known_answers.work_share([after]), "its last fork's account after the run"
+        if share is None:
+            share, source = known_answers.work_share(warmed), f"its accounts at {len(warmed)} fork(s)' warm-up"
         keys = {(r["payload_bytes"], r["users"]) for r in verdicts.iter_rows(named=True)}
         wrk = known_answers.pooled_truth([(entry["truth_a"], entry["truth_b"])])
         built = known_answers.construction_truth(share, entry["factor"], keys) if share else None
