@@ -227,8 +227,9 @@ def synthetic_round(folder: Path, iterations: int = 3, slower: dict | None = Non
 
 @pytest.fixture(scope="module")
 def published_round(tmp_path_factory) -> Path:
-    """Three iterations; camel's 20-user proxy step of iteration 3 (which drifts) measured beside a busy neighbour on
-    the esb host (direct's steps are not touched by one: its echoes have cores of their own)."""
+    """Three iterations; camel's 20-user proxy step of iteration 3 measured beside a busy neighbour on the esb host
+    (direct's steps are not touched by one: its echoes have cores of their own). Its 4-s windows are too short for
+    drift to be judged (fewer than ten seconds), so their random logs' sub-second moves name none."""
     return synthetic_round(tmp_path_factory.mktemp("published"), busy={("camel", "proxy", 20, 3),
                                                                         ("direct", "proxy", 1, 2)})
 
@@ -300,7 +301,7 @@ def test_the_page_marks_invalid_steps_and_keeps_the_hand_written_rules(published
     assert page.endswith(pages.END + "\n\nAfter, by hand.\n") and "(old figures)" not in page
     proxy = page[page.index("### proxy, 1KB"):page.index("### cbr, 1KB")]
     rows = {tuple(c.strip() for c in line.split("|")[1:3]): line for line in proxy.splitlines()[4:]}
-    assert rows[("20", "camel")].rstrip(" |").endswith("**busy-neighbours; drift**")
+    assert rows[("20", "camel")].rstrip(" |").endswith("**busy-neighbours**")
     assert rows[("1", "direct")].endswith("| yes |")   # a neighbour busy on cores direct does not use
     assert rows[("1", "camel")].endswith("| yes |")
     assert "| 20 | camel | " in proxy and "(" in rows[("20", "camel")]   # figures with their spread
