@@ -217,9 +217,10 @@ def _tps(row: dict) -> Figure:
     return _figure(row, "tps", row["tps"] - ci, row["tps"] + ci)
 
 
-def _said(f: Figure, text=ms_text) -> str:
+def _said(f: Figure, text=ms_text, unit: str = " ms") -> str:
+    """The figure with its unit, then its limit and interval ("0.0167 ms or less", not "0.0167 or less ms")."""
     limit = " or more" if f.at_least else " or less" if f.at_most else ""
-    return text(f.value) + limit + _interval(f.low, f.high, text)
+    return text(f.value) + unit + limit + _interval(f.low, f.high, text)
 
 
 # --- the sentences -----------------------------------------------------------------------------------
@@ -234,7 +235,7 @@ def _payload(label: str, mine: pl.DataFrame, base: pl.DataFrame | None, base_lab
     at = {r["payload_bytes"]: r for r in (base.iter_rows(named=True) if base is not None else [])}
     first = good[0]
     rt = _figure(first, "rt_mean_ms")
-    s = Sentence(topic, f"{label} answers {first['payload_label']} in {_said(rt)} ms", [rt])
+    s = Sentence(topic, f"{label} answers {first['payload_label']} in {_said(rt)}", [rt])
     other = at.get(first["payload_bytes"])
     if valid(other) and other["rt_mean_ms"] is not None:
         base_rt = _figure(other, "rt_mean_ms")
@@ -246,14 +247,14 @@ def _payload(label: str, mine: pl.DataFrame, base: pl.DataFrame | None, base_lab
         if r:
             s.ratios.append(r)
         s.text += (f", {ms_text(abs(added))} ms {'more' if added >= 0 else 'less'} than {base_label}'s "
-                   f"{_said(base_rt)} ms{median}")
+                   f"{_said(base_rt)}{median}")
     elif other is not None:
         s.text += f" ({base_label}'s step there is not valid: {_kinds([other])})"
     last = good[-1]
     if last is not first:
         tps = _tps(last)
         s.figures.append(tps)
-        s.text += f"; at {last['payload_label']} it holds {_said(tps, tps_text)} TPS"
+        s.text += f"; at {last['payload_label']} it holds {_said(tps, tps_text, '')} TPS"
         other = at.get(last["payload_bytes"])
         if valid(other):
             base_tps = _tps(other)
@@ -263,7 +264,7 @@ def _payload(label: str, mine: pl.DataFrame, base: pl.DataFrame | None, base_lab
                 s.ratios.append(r)
             share = share_text(r.value if r else tps.value / base_tps.value)
             limit = "at most " if base_tps.at_least and not tps.at_least else ""
-            s.text += (f", {limit}{share} of {base_label}'s {_said(base_tps, tps_text)}"
+            s.text += (f", {limit}{share} of {base_label}'s {_said(base_tps, tps_text, '')}"
                        + (f" ({_ratio_interval(r)})" if r and r.low is not None and not limit else ""))
         elif other is not None:
             s.text += f" ({base_label}'s step there is not valid: {_kinds([other])})"
@@ -283,7 +284,7 @@ def _concurrency(label: str, mine: pl.DataFrame, base: pl.DataFrame | None, base
     best = max(good, key=lambda r: (r["tps"], -r["users"]))
     tps = _tps(best)
     users = f"{best['users']} user{'s' * (best['users'] != 1)}"
-    s = Sentence(topic, f"{label} holds {_said(tps, tps_text)} TPS with {users}"
+    s = Sentence(topic, f"{label} holds {_said(tps, tps_text, '')} TPS with {users}"
                  + ("" if sweep else f" at {best['payload_label']}")
                  + (f", {BOUND_WORDS[best['bound']]}" if best.get("bound") in BOUND_WORDS else ""), [tps])
     other = next((r for r in (base.iter_rows(named=True) if base is not None else [])
@@ -296,11 +297,11 @@ def _concurrency(label: str, mine: pl.DataFrame, base: pl.DataFrame | None, base
             s.ratios.append(r)
         share = share_text(r.value if r else tps.value / base_tps.value)
         if testbed_bound(other):
-            s.text += (f"; {base_label} is {BOUND_WORDS[other['bound']]} there, at {_said(base_tps, tps_text)} "
+            s.text += (f"; {base_label} is {BOUND_WORDS[other['bound']]} there, at {_said(base_tps, tps_text, '')} "
                        f"({label} at most {share} of it)")
         else:
             interval = f"; {_ratio_interval(r)}" if r and r.low is not None else ""
-            s.text += (f"; {base_label} holds {_said(base_tps, tps_text)} there"
+            s.text += (f"; {base_label} holds {_said(base_tps, tps_text, '')} there"
                        + (f" ({label} at {share} of it{interval})" if not tps.at_least else ""))
     elif other is not None:
         s.text += f" ({base_label}'s step there is not valid: {_kinds([other])})"
@@ -317,13 +318,13 @@ def _open(label: str, mine: pl.DataFrame, base: pl.DataFrame | None, base_label:
     top = good[-1]
     latency = _figure(top, "lat_p99_ms")
     s = Sentence(topic, f"offered {top['rate']:g} requests a second, {label} keeps the schedule with a p99 latency "
-                 f"of {_said(latency)} ms", [latency])
+                 f"of {_said(latency)}", [latency])
     other = next((r for r in (base.iter_rows(named=True) if base is not None else []) if r["rate"] == top["rate"]),
                  None)
     if valid(other) and not other["behind_schedule"] and other.get("lat_p99_ms") is not None:
         base_latency = _figure(other, "lat_p99_ms")
         s.figures.append(base_latency)
-        s.text += f" ({base_label}: {_said(base_latency)} ms)"
+        s.text += f" ({base_label}: {_said(base_latency)})"
     later = [r for r in rows if r["rate"] > top["rate"] and r["behind_schedule"]]
     if later:
         s.text += f"; it falls behind at {later[0]['rate']:g}/s"

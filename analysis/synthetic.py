@@ -108,11 +108,12 @@ def write_step(folder: Path, scenario: str, target: str, payload_bytes: int, pay
 def write_random_logs(folder: Path, rows: int, files: int, start_ms: int, end_ms: int,
                       mean_ms: float = 20.0, error_rate: float = 0.0, payload_bytes: int = 1024,
                       seed: int = 1, micros: bool = True, lag_us: float | None = None,
-                      threads: int = 20) -> list[Path]:
+                      threads: int = 20, first_file: int = 0) -> list[Path]:
     """`rows` rows spread over `files` worker data logs (by `threads` threads), start times uniform in
     [start_ms, end_ms),
     response times exponential around `mean_ms`, in µs (`Response us`) and whole ms (`Test time`);
-    with `lag_us`, open-model columns too (start lags exponential around it)."""
+    with `lag_us`, open-model columns too (start lags exponential around it); the files are numbered from
+    `first_file` (a second call beside the first writes a later part of the same window)."""
     rng = np.random.default_rng(seed)
     paths = []
     header = DATA_LOG_HEADER if not micros else US_DATA_LOG_HEADER if lag_us is None else OPEN_DATA_LOG_HEADER
@@ -132,7 +133,7 @@ def write_random_logs(folder: Path, rows: int, files: int, start_ms: int, end_ms
             columns["latency"], columns["lag"] = us + lag, lag
         frame = pl.DataFrame(columns)
         lines = frame.select(pl.concat_str([pl.col(c).cast(pl.String) for c in frame.columns], separator=", "))
-        path = folder / "logs" / f"client-{f}-data.log"
+        path = folder / "logs" / f"client-{first_file + f}-data.log"
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "wb") as out:
             out.write((header + "\n").encode())
@@ -234,7 +235,8 @@ def round_run(run_dir: Path, plan_name: str, targets: dict[str, float], scenario
               payloads: dict[str, int], users: list[int], iterations: int, window_s: int = 4,
               base_ms: float = 2.0, engine_cpu: float = 60.0, seed: int = 1, slower: dict | None = None,
               busy: set | None = None, forks: int = 1, fork_speed: dict | None = None,
-              xchecks: dict | None = None, skip: set | None = None, noise: float = 0.0) -> Path:
+              xchecks: dict | None = None, skip: set | None = None, noise: float = 0.0,
+              drifting: set | None = None) -> Path:
     """A closed-model run of several targets interleaved step by step: each target's response times
     exponential around base_ms × its factor in `targets` (direct 1.0, …) × (1 + users / 20), as many
     transactions as Little's law gives its users in the window; the esb host's monitor watches every
@@ -246,7 +248,8 @@ def round_run(run_dir: Path, plan_name: str, targets: dict[str, float], scenario
     its own speed: `fork_speed` {(target, fork): speed} (0.8: 20 % slower) in every step; `noise`
     varies each step's speed at random by that share (a normal deviation, seeded). `xchecks`
     {(target, scenario, users, iteration): step.json xcheck}; the steps of `skip` {(target,
-    scenario, users, iteration)} are not written (a run stopped before them)."""
+    scenario, users, iteration)} are not written (a run stopped before them); in the steps of `drifting`
+    (the same keys) response times double halfway through the window, so its throughput halves there."""
     engines = {name: {"kind": kind, "version": f"{name} 1.0"} for name, (kind, _) in ROUND_ENGINES.items()
                if name in targets}
     matches = {name: match for name, (_, match) in ROUND_ENGINES.items() if name in targets}
@@ -281,7 +284,13 @@ def round_run(run_dir: Path, plan_name: str, targets: dict[str, float], scenario
                             factor /= max(0.2, 1 + np.random.default_rng(seed * 7919 + n).normal(0, noise))
                         mean = base_ms * factor * (1 + u / 20) * (1 + size / 200_000)
                         rows = max(400, round(u * window_s * 1000 / mean))
-                        write_random_logs(folder, rows, 1, meta["warmup_end_ms"], meta["end_ms"], mean_ms=mean,
+                        begin, end = meta["warmup_end_ms"], meta["end_ms"]
+                        if (target, scenario, u, it) in (drifting or ()):   # the second half at half the rate
+                            half = (begin + end) // 2
+                            write_random_logs(folder, rows // 4, 1, half, end, mean_ms=2 * mean, payload_bytes=size,
+                                              seed=seed * 100_000 + n + 1, threads=u, first_file=1)
+                            rows, end = rows // 2, half
+                        write_random_logs(folder, rows, 1, begin, end, mean_ms=mean,
                                           payload_bytes=size, seed=seed * 100_000 + n, threads=u)
                         idle = 30.0 if (target, scenario, u, it) in (busy or ()) else 0.5
                         proc = [engine_cpu * targets[name] if name == target else idle for name in matches]

@@ -311,6 +311,19 @@ def test_the_page_marks_invalid_steps_and_keeps_the_hand_written_rules(published
     assert "2 of 2 checks passed" in page and "What this round cannot say" in page
 
 
+def test_a_step_whose_throughput_halves_inside_its_10_s_window_is_marked_drift_on_the_page(tmp_path):
+    """Drift is judged on windows of ten seconds or more: camel's 20-user proxy step of iteration 2 halves
+    its throughput halfway through its 10-s window and is marked; the same random steps that stay level
+    (the other iterations, and every step of direct) are not."""
+    folder = synthetic_round(tmp_path / "round", window_s=10, drifting={("camel", "proxy", 20, 2)})
+    page = pages.write_page(folder, skeleton(tmp_path / "README.md")).read_text()
+    proxy = page[page.index("### proxy, 1KB"):page.index("### cbr, 1KB")]
+    rows = {tuple(c.strip() for c in line.split("|")[1:3]): line for line in proxy.splitlines()[4:]}
+    assert rows[("20", "camel")].rstrip(" |").endswith("**drift**")
+    for level in [("1", "camel"), ("1", "direct"), ("20", "direct")]:
+        assert rows[level].endswith("| yes |"), rows[level]
+
+
 def test_a_rerun_is_judged_on_the_interval_of_its_difference_from_the_published_round(published_round, tmp_path):
     """The quick rerun repeats the published iteration 1 exactly (the same seeds), but Camel 1.5 ×
     slower: the others' figures agree with the published ones (the 95 % interval of new ÷ published

@@ -63,6 +63,20 @@ def test_too_short_or_too_noisy_is_not_resolved_and_says_what_would_resolve_it()
     assert rough.resolve_s is not None and rough.resolve_s > rough.judged_s and "would resolve it" in rough.reason
 
 
+def test_a_steep_climb_over_too_short_a_stretch_is_not_resolved_and_says_it_is_beyond_the_margin():
+    """A climb of some 60 %/min seen for 15 s: its interval lies wholly beyond the margin, but still
+    moving is called only over SETTLE_MOVING_MIN_S (a shared machine's dips): the note says so, and
+    what would resolve it, rather than that the interval crosses the margin."""
+    climbing = noisy(lambda t: 5000 * (1 + t / 100), 17, 0.01, 12)
+    found = steady.settling(climbing, BUCKET, 60)
+    assert found.outcome == steady.UNRESOLVED and found.low > steady.SETTLE_RATE, found
+    assert "across" not in found.reason and "beyond ±3 %/min" in found.reason and "climbing" in found.reason
+    assert found.reason.endswith(f"still moving is called over {steady.SETTLE_MOVING_MIN_S:g} s or more")
+    assert found.resolve_s == steady.SETTLE_MOVING_MIN_S
+    longer = steady.settling(noisy(lambda t: 5000 * (1 + t / 100), 45, 0.01, 12), BUCKET, 60)
+    assert longer.outcome == steady.MOVING, longer
+
+
 def test_a_climb_that_ended_is_not_taken_for_a_trend_of_what_follows():
     # A JIT's climb from a fifth of its speed over the first 20 s, then flat. Whatever lay more than
     # SETTLE_CUT_SHARE below the present level is not judged; the climb's last stretch is, until the

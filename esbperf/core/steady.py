@@ -641,17 +641,29 @@ def _look(tps: np.ndarray, bucket_s: float, horizon_s: float) -> Settling:
     if -SETTLE_RATE < low and high < SETTLE_RATE:
         return Settling(SETTLED, f"settled: {said}, within {margin})", slope, low, high, judged)
     sure = float(scipy_stats.t.ppf(0.5 + MOVING_CONFIDENCE / 2, df)) * se
-    if (slope - sure > SETTLE_RATE or slope + sure < -SETTLE_RATE) and judged >= min(SETTLE_MOVING_MIN_S, horizon_s):
+    moving_s = min(SETTLE_MOVING_MIN_S, horizon_s)
+    if slope - sure > SETTLE_RATE or slope + sure < -SETTLE_RATE:
         way = "climbing" if slope > 0 else "falling"
-        return Settling(MOVING, f"still {way}: {said}; {MOVING_CONFIDENCE * 100:.0f} %: {_per_min(slope - sure)} to "
-                        f"{_per_min(slope + sure)}, beyond {margin})", slope, slope - sure, slope + sure, judged)
-    # The interval narrows as the stretch's length^1.5: the length at which it would clear the
-    # margin on the side its estimate is on (a trend right at the margin never does).
+        sure_said = (f"{MOVING_CONFIDENCE * 100:.0f} %: {_per_min(slope - sure)} to {_per_min(slope + sure)}, "
+                     f"beyond {margin}")
+        if judged >= moving_s:
+            return Settling(MOVING, f"still {way}: {said}; {sure_said})", slope, slope - sure, slope + sure, judged)
+        # Sure of the trend, but over too short a stretch to call it (a shared machine's dips).
+        return Settling(UNRESOLVED, f"not resolved: {way}, {said}; {sure_said}); still moving is called over "
+                        f"{moving_s:g} s or more", slope, low, high, judged, moving_s)
+    # The interval that must clear the margin: the settled one when it straddles the margin, the surer
+    # one when only that does. It narrows as the stretch's length^1.5: the length at which it would
+    # clear the margin on the side its estimate is on (a trend right at the margin never does).
+    straddles = low < SETTLE_RATE and high > -SETTLE_RATE
+    where = (f"across {margin}" if straddles else
+             f"beyond {margin}; across it at {MOVING_CONFIDENCE * 100:.0f} %: {_per_min(slope - sure)} to "
+             f"{_per_min(slope + sure)}")
     gap = abs(SETTLE_RATE - abs(slope))
-    resolve = judged * (q * se / gap) ** (2 / 3) if se > 0 and gap > SETTLE_RATE / 10 else None
+    width = q * se if straddles else sure
+    resolve = judged * (width / gap) ** (2 / 3) if se > 0 and gap > SETTLE_RATE / 10 else None
     more = (f"; about {resolve:.0f} s of this noise would resolve it" if resolve is not None else
             "; a trend this close to the margin needs more than length to resolve")
-    return Settling(UNRESOLVED, f"not resolved: {said}, across {margin}){more}", slope, low, high, judged, resolve)
+    return Settling(UNRESOLVED, f"not resolved: {said}, {where}){more}", slope, low, high, judged, resolve)
 
 
 def _per_min(share: float) -> str:
