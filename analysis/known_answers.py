@@ -294,18 +294,23 @@ def _factor_at(account: dict, seconds: float) -> float | None:
     return f * (step if step_at > 0 and seconds >= step_at else 1.0)
 
 
-def replay(tps: list[float], bucket_s: float, horizon_s: float, least_s: float) -> tuple[float | None, str]:
+def replay(tps: list[float], bucket_s: float, horizon_s: float, least_s: float,
+           machine: list[float | None] | None = None) -> tuple[float | None, str]:
     """When the warm-up would end under steady.settling, asked once a bucket as the runner asks it
-    (settled, and no sooner than `least_s`: seconds of load), and its answer over the whole series."""
+    (settled, and no sooner than `least_s`: seconds of load), and its answer over the whole series;
+    `machine`: the machine's speed in the same buckets, as the runner had it (or None)."""
+    machine = machine if machine is not None and len(machine) == len(tps) else None
     for n in range(1, len(tps) + 1):
-        if steady.settling(tps[:n], bucket_s, horizon_s).steady:
+        if steady.settling(tps[:n], bucket_s, horizon_s, None if machine is None else machine[:n]).steady:
             return max(n * bucket_s, least_s), steady.SETTLED
-    return None, steady.settling(tps, bucket_s, horizon_s).outcome
+    return None, steady.settling(tps, bucket_s, horizon_s, machine).outcome
 
 
-def warmings(run_info: dict) -> list[Warming]:
+def warmings(run_info: dict, machine: bool = True) -> list[Warming]:
     """Each fork's target warm-up from a run's run.json (`target_warmup`: the entry of the last
-    load carries the verdict, the series and the engine's account), replayed (Warming)."""
+    load carries the verdict, the series and the engine's account), replayed (Warming); with
+    `machine` False, on its throughput alone (as the rule judged before the machine's speed was
+    taken out, 2026-12-06)."""
     out = []
     for entry in run_info.get("target_warmup") or []:
         for t in entry.get("targets") or []:
@@ -314,8 +319,8 @@ def warmings(run_info: dict) -> list[Warming]:
             outcome = t.get("outcome") or ("settled" if t.get("steady") else "not resolved")
             tps, account = t.get("tps") or [], t.get("account")
             bucket = float(t.get("bucket_s") or steady.SETTLE_BUCKET_S)
-            settled_at, final = replay(tps, bucket, float(t.get("horizon_s") or 60), float(t.get("least_s") or 0)) \
-                if tps else (None, outcome)
+            settled_at, final = replay(tps, bucket, float(t.get("horizon_s") or 60), float(t.get("least_s") or 0),
+                                       t.get("machine") if machine else None) if tps else (None, outcome)
             remaining = None
             if account and settled_at is not None:
                 # The series' buckets run from the warm-up's first read; the account was read at its last.
@@ -329,26 +334,27 @@ def warmings(run_info: dict) -> list[Warming]:
 
 
 def warmup_rates(flat: list[Warming], falling: list[Warming], within_s: float = 60.0,
-                 falling_label: str = "reference falling 20 % over 180 s") -> list[Rate]:
+                 falling_label: str = "reference falling 20 % over 180 s", how: str = "") -> list[Rate]:
     """A flat reference: how often it is judged settled within `within_s` of load, and how often
     judged still moving (a false fault: its steps would be spoiled); one whose work falls: how often
-    it is judged settled while its speed still had more than STILL_MOVING to go."""
+    it is judged settled while its speed still had more than STILL_MOVING to go. `how`: said after
+    each check's name (e.g. how the forks were judged again)."""
     out = []
     if flat:
         soon = [w for w in flat if w.settled_at is not None and w.settled_at <= within_s]
         times = sorted(w.settled_at for w in flat if w.settled_at is not None)
         median = times[len(times) // 2] if times else None
-        out.append(Rate("warm-up: flat reference", f"judged settled within {within_s:g} s of load",
+        out.append(Rate(f"warm-up: flat reference{how}", f"judged settled within {within_s:g} s of load",
                         len(soon), len(flat), 0.90, at_least=True, units="forks",
                         note=(f"settled in {len(times)} of {len(flat)} by the end, median {median:g} s"
                               if median is not None else "none settled") + "; " +
                         ", ".join(f"{w.final}" for w in flat if w.settled_at is None)))
         moving = [w for w in flat if w.final == steady.MOVING]
-        out.append(Rate("warm-up: flat reference", "judged still moving (its steps spoiled: a false fault)",
+        out.append(Rate(f"warm-up: flat reference{how}", "judged still moving (its steps spoiled: a false fault)",
                         len(moving), len(flat), 0.05, units="forks"))
     if falling:
         wrong = [w for w in falling if w.settled_at is not None and (w.remaining is None or w.remaining > STILL_MOVING)]
-        out.append(Rate(f"warm-up: {falling_label}",
+        out.append(Rate(f"warm-up: {falling_label}{how}",
                         f"judged settled while its speed still moves by more than {STILL_MOVING:.0%}",
                         len(wrong), len(falling), 0.10, units="forks",
                         note="; ".join(f"fork {w.fork}: " + (f"settled at {w.settled_at:g} s" if w.settled_at is not None

@@ -47,3 +47,22 @@ def test_a_probe_that_cannot_run_is_said_and_the_run_goes_on(monkeypatch):
     found = wander.measure([0], window_s=1.0, gap_s=3.0)
     assert set(found) == {"skipped"} and "could not run" in found["skipped"]
     assert run_wander({"machine_wander": found}) is None     # its brackets then allow the constant
+
+
+def test_two_kinds_timed_in_turn_each_get_their_own_speed():
+    # Reads and arithmetic in turn, 1 ms each: the reads slow by half over the second 10 s (the
+    # machine's memory), the arithmetic does not. Each kind's wander is its own, over the same windows.
+    reads = [0.001] * 5_000 + [0.0015] * 4_000 + [0.001] * 5_000 + [0.0015] * 4_000
+    arithmetic = [0.001] * len(reads)
+    spans = [r + a for r, a in zip(reads, arithmetic)]
+    slow = wander.summarize(reads, window_s=4.0, gap_s=10.0, spans=spans)
+    steady = wander.summarize(arithmetic, window_s=4.0, gap_s=10.0, spans=spans)
+    assert slow["wander"] > 0.05 and steady["wander"] == pytest.approx(0.0, abs=1e-6), (slow, steady)
+    assert slow["seconds"] == steady["seconds"] == pytest.approx(sum(spans), abs=0.1)
+
+
+def test_the_probe_times_random_reads_and_arithmetic_in_turn(monkeypatch):
+    monkeypatch.setattr(wander, "MIN_PROBE_S", 5.0)      # the shipped 30 s tells the same, slower
+    found = wander.measure([0], window_s=0.5, gap_s=1.0)
+    assert found["reads"]["working_set_mb"] == wander.WORKING_SET_BYTES // 2 ** 20
+    assert 0 <= found["wander"] < 1 and 0 <= found["reads"]["wander"] < 1 and found["pairs"] > 10, found

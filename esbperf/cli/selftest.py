@@ -297,13 +297,19 @@ class Selftest:
             elif check == "interleaved":
                 self.rates += self.judge_interleaved(what["runs"])
             elif check == "warmup":
-                flat = known_answers.warmings(layout.read_json(self.out / what["flat"] / layout.RUN_FILE))
-                falling = (known_answers.warmings(layout.read_json(self.out / what["falling"] / layout.RUN_FILE))
-                           if "falling" in what else [])
+                infos = [layout.read_json(self.out / what[k] / layout.RUN_FILE) for k in ("flat", "falling") if k in what]
                 curve = what.get("curve") or {}
                 label = (f"reference falling {1 - 1 / curve['warmup-factor']:.0%} over {curve['warmup-s']:g} s"
                          if curve else "")
-                self.rates += known_answers.warmup_rates(flat, falling, falling_label=label)
+                found = [[w for info in infos[i:i + 1] for w in known_answers.warmings(info)] for i in (0, 1)]
+                self.rates += known_answers.warmup_rates(*found, falling_label=label)
+                if any(t.get("machine") for info in infos for e in info.get("target_warmup") or []
+                       for t in e.get("targets") or []):
+                    # The same forks judged on their throughput alone: what taking the machine out changed.
+                    alone = [[w for info in infos[i:i + 1] for w in known_answers.warmings(info, machine=False)]
+                             for i in (0, 1)]
+                    self.rates += known_answers.warmup_rates(*alone, falling_label=label,
+                                                             how=", its throughput alone (the rule before)")
             elif check == "valid":
                 from esbperf.analysis.report import build_report
                 demo = self.out / what["demo"]

@@ -543,6 +543,7 @@ class Settling:
     high: float | None = None
     judged_s: float = 0.0
     resolve_s: float | None = None
+    machine: float | None = None   # the machine's log speed's coefficient, where it was taken out
 
     @property
     def steady(self) -> bool:
@@ -555,6 +556,8 @@ class Settling:
             found.update(slope_per_min=round(self.slope, 4), low=round(self.low, 4), high=round(self.high, 4))
         if self.resolve_s is not None:
             found["resolve_s"] = round(self.resolve_s)
+        if self.machine is not None:
+            found["machine_coef"] = round(self.machine, 3)
         return found
 
 
@@ -591,9 +594,39 @@ def _slope(x: np.ndarray, bucket_s: float) -> tuple[float, float, int]:
 
     n = len(x)
     t = np.arange(n) * bucket_s / 60.0
-    lags = max(1, math.floor(4 * (n / 100) ** (2 / 9)))
-    fit = sm.OLS(x, sm.add_constant(t)).fit(cov_type="HAC", cov_kwds={"maxlags": lags, "use_correction": True})
+    fit = sm.OLS(x, sm.add_constant(t)).fit(cov_type="HAC", cov_kwds={"maxlags": _lags(n), "use_correction": True})
     return float(fit.params[1]), float(fit.bse[1]), n - 2
+
+
+def _lags(n: int) -> int:
+    return max(1, math.floor(4 * (n / 100) ** (2 / 9)))
+
+
+def machine_share(x: np.ndarray, machine: np.ndarray) -> tuple[float, float]:
+    """How far x moves with the machine's log speed, and that figure's standard error: the slope of
+    x's changes from one bucket to the next on the machine's (OLS, Newey-West errors). From the
+    changes, not the levels: the machine's speed wanders from second to second, an engine's warm-up
+    takes a minute, so the second-to-second co-movement is the machine's alone, where a regression
+    on levels would give the machine any trend the two happen to share (a falling reference settled
+    with 6 % of its climb to go, the machine's speed rising 8 % over the same minute)."""
+    import statsmodels.api as sm
+
+    dx, dm = np.diff(x), np.diff(machine)
+    fit = sm.OLS(dx, sm.add_constant(dm)).fit(cov_type="HAC", cov_kwds={"maxlags": _lags(len(dx)),
+                                                                        "use_correction": True})
+    return float(fit.params[1]), float(fit.bse[1])
+
+
+def machine_regressor(speeds: Sequence[float | None] | np.ndarray | None, n: int) -> np.ndarray | None:
+    """The machine's speed per bucket (wander.Pace) as a regressor for a series of n buckets: its log
+    over its median, or None where it cannot serve — missing buckets, or no movement at all."""
+    if speeds is None or len(speeds) != n:
+        return None
+    m = np.array([np.nan if v is None else float(v) for v in speeds])
+    if n == 0 or not np.isfinite(m).all() or (m <= 0).any():
+        return None
+    m = np.log(m / np.median(m))
+    return m if float(np.std(m)) > 1e-6 else None
 
 
 def _present_level_from(x: np.ndarray, bucket_s: float) -> int:
@@ -608,10 +641,12 @@ def _present_level_from(x: np.ndarray, bucket_s: float) -> int:
     return 0 if not len(away) else int(away[-1]) + width
 
 
-def _look(tps: np.ndarray, bucket_s: float, horizon_s: float) -> Settling:
-    """One judgment of a warm-up's throughput per bucket so far (settling)."""
-    x = tps[int(math.ceil(SETTLE_SKIP_S / bucket_s)):]
-    x = x[-max(1, int(horizon_s / bucket_s)):]
+def _look(tps: np.ndarray, bucket_s: float, horizon_s: float, machine: np.ndarray | None = None) -> Settling:
+    """One judgment of a warm-up's throughput per bucket so far (settling); `machine`: the machine's
+    speed per bucket, aligned with `tps` (or None)."""
+    skip, keep = int(math.ceil(SETTLE_SKIP_S / bucket_s)), max(1, int(horizon_s / bucket_s))
+    x = tps[skip:][-keep:]
+    m = None if machine is None else machine_regressor(machine[skip:][-keep:], len(x))
     seen = len(x) * bucket_s
     needed = int(math.ceil(SETTLE_MIN_S / bucket_s))
     if len(x) < needed:
@@ -620,26 +655,40 @@ def _look(tps: np.ndarray, bucket_s: float, horizon_s: float) -> Settling:
     if level <= 0:
         return Settling(UNRESOLVED, "no throughput", judged_s=seen)
     x = x / level
-    sigma = noise(x)
-    x = without_outliers(x, sigma)
+    # The machine's part (its memory's speed moves the engine's by some power of it: the reference's
+    # throughput here by 0.1-0.5 of the probe's, in logs), from the stretch's second-to-second changes,
+    # taken out before the outliers and the present level are looked for: a level the machine set is
+    # not the engine's.
+    share, share_se = (0.0, 0.0) if m is None else machine_share(x, m)
+    part = np.zeros(len(x)) if m is None else share * m
+    sigma = noise(x - part)
+    x = without_outliers(x - part, sigma) + part
     # From where it reached its present level on: a climb that ended inside the stretch (a JIT's,
     # twice or five times slower at first) is not a trend of what follows it. The stretch starts
     # after the last few seconds whose median lay more than SETTLE_CUT_SHARE from the last ten
     # seconds' level; a shared machine's speed wanders by less from one ten seconds to the next
     # (docs/benchmarks/noise.md), and a trend is judged, not cut.
-    x = x[_present_level_from(x, bucket_s):]
+    cut = _present_level_from(x - part, bucket_s)
+    x, m = x[cut:], None if m is None else m[cut:]
     judged = len(x) * bucket_s
     if len(x) < needed:
         return Settling(UNRESOLVED, f"its level changed {judged:g} s ago; {SETTLE_MIN_S:g} s needed since",
                         judged_s=judged)
-    slope, se, df = _slope(x / float(np.mean(x)), bucket_s)
+    mean = float(np.mean(x))
+    slope, se, df = _slope((x - part[cut:]) / mean, bucket_s)
+    coefficient = None
+    if m is not None:
+        # The machine's own trend over the stretch, times the share's error: what its estimate adds.
+        coefficient = share
+        se = math.hypot(se, _slope(m, bucket_s)[0] * share_se / mean)
     q = float(scipy_stats.t.ppf(0.5 + SETTLE_CONFIDENCE / 2, df))
     low, high = slope - q * se, slope + q * se
-    said = (f"{_per_min(slope)} over the last {judged:g} s ({SETTLE_CONFIDENCE * 100:.0f} %: {_per_min(low)} to "
-            f"{_per_min(high)}")
+    taken = "" if coefficient is None else ", the machine's speed taken out"
+    said = (f"{_per_min(slope)} over the last {judged:g} s{taken} ({SETTLE_CONFIDENCE * 100:.0f} %: "
+            f"{_per_min(low)} to {_per_min(high)}")
     margin = f"±{SETTLE_RATE * 100:g} %/min"
     if -SETTLE_RATE < low and high < SETTLE_RATE:
-        return Settling(SETTLED, f"settled: {said}, within {margin})", slope, low, high, judged)
+        return Settling(SETTLED, f"settled: {said}, within {margin})", slope, low, high, judged, machine=coefficient)
     sure = float(scipy_stats.t.ppf(0.5 + MOVING_CONFIDENCE / 2, df)) * se
     moving_s = min(SETTLE_MOVING_MIN_S, horizon_s)
     if slope - sure > SETTLE_RATE or slope + sure < -SETTLE_RATE:
@@ -647,10 +696,11 @@ def _look(tps: np.ndarray, bucket_s: float, horizon_s: float) -> Settling:
         sure_said = (f"{MOVING_CONFIDENCE * 100:.0f} %: {_per_min(slope - sure)} to {_per_min(slope + sure)}, "
                      f"beyond {margin}")
         if judged >= moving_s:
-            return Settling(MOVING, f"still {way}: {said}; {sure_said})", slope, slope - sure, slope + sure, judged)
+            return Settling(MOVING, f"still {way}: {said}; {sure_said})", slope, slope - sure, slope + sure, judged,
+                            machine=coefficient)
         # Sure of the trend, but over too short a stretch to call it (a shared machine's dips).
         return Settling(UNRESOLVED, f"not resolved: {way}, {said}; {sure_said}); still moving is called over "
-                        f"{moving_s:g} s or more", slope, low, high, judged, moving_s)
+                        f"{moving_s:g} s or more", slope, low, high, judged, moving_s, coefficient)
     # The interval that must clear the margin: the settled one when it straddles the margin, the surer
     # one when only that does. It narrows as the stretch's length^1.5: the length at which it would
     # clear the margin on the side its estimate is on (a trend right at the margin never does).
@@ -663,26 +713,32 @@ def _look(tps: np.ndarray, bucket_s: float, horizon_s: float) -> Settling:
     resolve = judged * (width / gap) ** (2 / 3) if se > 0 and gap > SETTLE_RATE / 10 else None
     more = (f"; about {resolve:.0f} s of this noise would resolve it" if resolve is not None else
             "; a trend this close to the margin needs more than length to resolve")
-    return Settling(UNRESOLVED, f"not resolved: {said}, {where}){more}", slope, low, high, judged, resolve)
+    return Settling(UNRESOLVED, f"not resolved: {said}, {where}){more}", slope, low, high, judged, resolve,
+                    coefficient)
 
 
 def _per_min(share: float) -> str:
     return f"{share * 100:+.1f} %/min"
 
 
-def settling(tps: Sequence[float | None], bucket_s: float, horizon_s: float) -> Settling:
+def settling(tps: Sequence[float | None], bucket_s: float, horizon_s: float,
+             machine: Sequence[float | None] | None = None) -> Settling:
     """Whether a target's warm-up may end: its throughput per `bucket_s` since the load began
-    (bucket_rates), judged over at most its last `horizon_s`. Settled only when the looks
-    SETTLE_LOOKS_S before this one said so too: a test asked every second until it passes passes by
-    chance sooner than its level says, and a trend near the margin reads flat for a while now and
-    then."""
+    (bucket_rates), judged over at most its last `horizon_s`; with `machine`, the machine's speed in
+    the same buckets (wander.Pace), the trend is that left when the machine's part is taken out.
+    Settled only when the looks SETTLE_LOOKS_S before this one said so too: a test asked every second
+    until it passes passes by chance sooner than its level says, and a trend near the margin reads flat
+    for a while now and then."""
     x = np.array([0.0 if v is None else float(v) for v in tps])
-    now = _look(x, bucket_s, horizon_s)
+    m = None if machine is None or len(machine) != len(x) else \
+        np.array([np.nan if v is None else float(v) for v in machine])
+    now = _look(x, bucket_s, horizon_s, m)
     if now.outcome != SETTLED:
         return now
     for back in SETTLE_LOOKS_S:
         cut = int(round(back / bucket_s))
-        if cut and (len(x) <= cut or _look(x[:-cut], bucket_s, horizon_s).outcome != SETTLED):
+        if cut and (len(x) <= cut or _look(x[:-cut], bucket_s, horizon_s,
+                                           None if m is None else m[:-cut]).outcome != SETTLED):
             return Settling(UNRESOLVED, f"not resolved yet: {now.reason.removeprefix('settled: ')}, not yet "
-                            f"{back:g} s ago", now.slope, now.low, now.high, now.judged_s)
+                            f"{back:g} s ago", now.slope, now.low, now.high, now.judged_s, machine=now.machine)
     return now

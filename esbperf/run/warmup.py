@@ -23,7 +23,7 @@ from typing import Callable, Mapping
 from esbperf.core import engines, plan as plans, roles, steady, topology
 from esbperf.core.errors import EsbperfError
 from esbperf.results import layout
-from esbperf.run import collect
+from esbperf.run import collect, wander
 from esbperf.run.problems import StepProblem
 from esbperf.run.step import RunContext, step_properties
 from esbperf.run.workers import ConsoleWatch, Layout, now_ms
@@ -57,8 +57,10 @@ def warm_verdict(found: dict, horizon_s: float) -> dict:
     outcome = found.get("outcome", steady.SETTLED if found["steady"] else steady.UNRESOLVED)
     settled = True if outcome == steady.SETTLED else False if outcome == steady.MOVING else None
     return {"settled": settled, "outcome": outcome, "reason": found["reason"], "horizon_s": horizon_s,
-            **{k: found[k] for k in ("judged_s", "slope_per_min", "low", "high", "resolve_s") if k in found},
-            "bucket_s": found["interval_s"], "tps": found["tps"]}
+            **{k: found[k] for k in ("judged_s", "slope_per_min", "low", "high", "resolve_s", "machine_coef")
+               if k in found},
+            "bucket_s": found["interval_s"], "tps": found["tps"],
+            **({"machine": found["machine"]} if "machine" in found else {})}
 
 
 def loads_of(target: str, first: plans.Step, steps: list[plans.Step], plan: plans.Plan) -> list[plans.Step]:
@@ -74,6 +76,14 @@ def loads_of(target: str, first: plans.Step, steps: list[plans.Step], plan: plan
             found.setdefault((s.scenario, s.payload_bytes, s.users, s.rate), replace(s, fork=first.fork))
     key = (first.scenario, first.payload_bytes, first.users, first.rate)
     return [s for k, s in found.items() if k != key] + [first]
+
+
+def machine_pace(testbed: topology.Testbed, seconds: float) -> wander.Pace | None:
+    """The machine's speed beside a warming target (wander.Pace) on the esb host's cores, where this
+    machine holds them: its memory's speed moves the engine's from second to second, and the warm-up's
+    trend is judged with it taken out. None for an esb host reached over ssh (its own machine)."""
+    host = testbed.hosts[roles.ESB]
+    return None if host.ssh else wander.Pace(host.cpus, seconds)
 
 
 def not_warmed(reason: str) -> dict:
@@ -122,7 +132,7 @@ def warm_targets(ctx: RunContext, watch: ConsoleWatch, steps: list[plans.Step],
             how = ""
             if last:
                 done[-1].update(steady=verdict["settled"], **{k: v for k, v in verdict.items() if k != "settled"})
-                verdicts[target] = {**{k: v for k, v in verdict.items() if k not in ("account", "tps")},   # run.json keeps them once
+                verdicts[target] = {**{k: v for k, v in verdict.items() if k not in ("account", "tps", "machine")},   # run.json keeps them once
                                     **({"fork": first.fork} if first.fork is not None else {})}
                 how = f" ({verdict['reason']})"
             echo(f"warmed {target} up: {load.describe_load()} for {done[-1]['seconds']:g} s{how}, "
@@ -157,10 +167,16 @@ def _load(ctx: RunContext, watch: ConsoleWatch, step: plans.Step, seconds: float
         first = ctx.workers.begin(watch, properties, Layout(processes, threads, log_folder, step.rate is not None))
         # Judged over what it has, at most the horizon: a fixed warm-up shorter than its horizon too.
         bucket = steady.SETTLE_BUCKET_S
-        found = watch.until_steady(first.workers, first.first_report_ms + int(seconds * 1000),
-                                   first.first_report_ms + int(max(seconds, most_s) * 1000),
-                                   bucket, horizon_s, f"warming {step.target} up",
-                                   judge=lambda tps, _mean: steady.settling(tps, bucket, horizon_s))
+        pace = machine_pace(ctx.testbed, max(seconds, most_s) + 60)
+        try:
+            found = watch.until_steady(first.workers, first.first_report_ms + int(seconds * 1000),
+                                       first.first_report_ms + int(max(seconds, most_s) * 1000),
+                                       bucket, horizon_s, f"warming {step.target} up",
+                                       judge=lambda tps, _mean, machine: steady.settling(tps, bucket, horizon_s, machine),
+                                       machine=pace)
+        finally:
+            if pace is not None:
+                pace.close()
         verdict = warm_verdict(found, horizon_s)
         target = ctx.targets[step.target]
         if target.kind == "esb" and target.esb:   # an engine that keeps an account: what it said at the verdict

@@ -191,20 +191,22 @@ class ConsoleWatch:
 
     def until_steady(self, workers: dict[str, Worker], earliest_ms: int, latest_ms: int, interval_s: float,
                      horizon_s: float, phase: str = "warm-up",
-                     judge: Callable[[list, list], Any] | None = None) -> dict:
+                     judge: Callable[[list, list, list | None], Any] | None = None, machine: Any = None) -> dict:
         """Watch the load until its throughput and mean response time are steady (esbperf/core/
-        steady.py, judged over `horizon_s`; or as `judge(tps, mean_us)` says: anything with `steady`
-        and `reason`), no sooner than `earliest_ms` and no later than `latest_ms`; whether they were,
-        why not, and the series judged.
+        steady.py, judged over `horizon_s`; or as `judge(tps, mean_us, machine_speeds)` says: anything
+        with `steady` and `reason`), no sooner than `earliest_ms` and no later than `latest_ms`; whether
+        they were, why not, and the series judged. `machine`: the machine's speed beside the load
+        (wander.Pace), its speeds in the same buckets given to the judge and kept with the series.
 
         The series are counted by time from the console's cumulative totals (steady.bucket_rates),
         in buckets of `interval_s`: not from its per-sample figures, which hold one worker report
         or none when the reports come less often than the samples, and of which a loop that
         overran sees only the newest."""
-        judge = judge or (lambda tps, mean: steady.steady(tps, mean, interval_s, horizon_s=horizon_s))
+        judge = judge or (lambda tps, mean, _machine: steady.steady(tps, mean, interval_s, horizon_s=horizon_s))
         polls: list[tuple[float, float, float | None]] = []
         tps: list[float] = []
         mean_us: list[float | None] = []
+        speeds: list[float | None] | None = None
         totals: dict = {}
         verdict: Any = steady.Steadiness(False, "no whole interval yet")
         while now_ms() < latest_ms:
@@ -213,7 +215,8 @@ class ConsoleWatch:
             found, means = steady.bucket_rates(polls, polls[0][0], interval_s)
             if len(found) > len(tps):
                 tps, mean_us = found, means
-                verdict = judge(tps, mean_us)
+                speeds = None if machine is None else machine.speeds(polls[0][0], interval_s, len(tps))
+                verdict = judge(tps, mean_us, speeds)
                 if verdict.steady:
                     break
             self.on_tick(f"{phase} (auto: {verdict.reason})", (latest_ms - now_ms()) / 1000, totals)
@@ -223,6 +226,8 @@ class ConsoleWatch:
             self.wait_until(earliest_ms, phase, workers)
         found = {"steady": verdict.steady, "reason": verdict.reason, "interval_s": interval_s,
                  "tps": [round(v, 1) for v in tps], "mean_us": [None if v is None else round(v, 1) for v in mean_us]}
+        if speeds is not None:
+            found["machine"] = [None if v is None else round(v) for v in speeds]
         if hasattr(verdict, "record"):   # a target's warm-up: its outcome of three, its trend
             found.update(verdict.record())
         return found

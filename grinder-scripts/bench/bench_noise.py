@@ -16,6 +16,10 @@ engine's JIT (`jstat -compiler`) every 2 s. Printed, each over the same measured
     engine        the engine's CPU per request (its process's CPU ÷ the step's transactions), its
                   share of its core, its GC pauses, methods compiled during the windows
     client        the client host's cores (the workers and the echoes that share them)
+    machine       with --machine: the paced memory probe (esbperf/run/wander.py Pace, 3 % of the esb
+                  core) beside the steps: how closely the counted TPS per 1 s and 5 s follows it (the
+                  correlation, the power β of its speed that TPS moves by, and the CoV of TPS ÷ speed^β:
+                  what a judgment that takes the machine out still sees)
 
 The figures go in docs/benchmarks/noise.md.
 """
@@ -41,7 +45,7 @@ from esbperf.analysis.report import build_report
 from esbperf.cli.launch import launched
 from esbperf.core import engines, plan as plans, topology
 from esbperf.core.project import CONSOLE_CONFIG
-from esbperf.run import runner
+from esbperf.run import runner, wander
 from esbperf.services.console import control_client, statistics as totals_of
 
 POLL_S = 0.25
@@ -112,6 +116,30 @@ def rates(counts: list[tuple[int, float]], start: int, end: int, bucket_ms: int)
     return list(np.diff(np.interp(edges, ms, n)) / (bucket_ms / 1000)) if len(edges) > 1 else []
 
 
+def machine_figures(counts: list[tuple[int, float]], windows: list[tuple[int, int]], pace: wander.Pace) -> None:
+    """How the counted TPS follows the machine's speed (the paced probe) inside the measured windows."""
+    for seconds in (1, 5):
+        pairs = []
+        for a, e in windows:
+            inside = [c for c in counts if a <= c[0] < e]
+            found = rates(counts, a, e, 1000)
+            if not inside or not found:
+                continue
+            speeds = pace.speeds(inside[0][0], 1.0, len(found))
+            whole = len(found) // seconds * seconds
+            for i in range(0, whole, seconds):
+                chunk = speeds[i:i + seconds]
+                if all(v for v in chunk):
+                    pairs.append((statistics.fmean(found[i:i + seconds]), statistics.fmean(chunk)))
+        if len(pairs) < 4:
+            print(f"machine, per {seconds} s: too few pairs ({len(pairs)})")
+            continue
+        tps, speed = np.array(pairs).T
+        beta = float(np.polyfit(np.log(speed), np.log(tps), 1)[0])
+        print(f"machine, per {seconds} s over {len(tps)} pairs: TPS CoV {pct(cov(tps))}, the probe's {pct(cov(speed))}, "
+              f"correlation {np.corrcoef(tps, speed)[0, 1]:+.2f}, β {beta:.2f}, TPS ÷ speed^β CoV {pct(cov(tps / speed ** beta))}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--esb", default="camel")
@@ -123,6 +151,7 @@ def main() -> int:
     parser.add_argument("--setting", action="append", default=[], metavar="NAME=VALUE",
                         help="an engine setting (engine.yaml `settings`), e.g. work=1000")
     parser.add_argument("--testbed", default=str(CONSOLE_CONFIG / "testbeds" / "emulated.yaml"))
+    parser.add_argument("--machine", action="store_true", help="the paced memory probe beside the steps")
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("bench_noise: the emulated testbed needs root", file=sys.stderr)
@@ -142,12 +171,15 @@ def main() -> int:
     with launched(testbed, args.esb, work / "services", console, **extra) as launcher:
         watcher = Watcher(testbed, launcher["token_file"], engines.load_all()[args.esb].match)
         watcher.start()
+        pace = wander.Pace(testbed.hosts["esb"].cpus, 3600) if args.machine else None
         try:
             run_dir = runner.start(plan, [args.esb], testbed, work / "results", console=console, cross_check="wrk",
                                    **launcher)
         finally:
             watcher.stop.set()
             watcher.join(5)
+            if pace is not None:
+                pace.close()
     report = work / "report"
     build_report([run_dir], report)
     summary = pl.read_csv(report / "summary.csv", infer_schema_length=None).sort("iteration").to_dicts()
@@ -186,6 +218,8 @@ def main() -> int:
         print(f"counted from the cumulative totals by time, per {bucket} ms: CoV {pct(cov(values))} over {len(values)} buckets")
     print(f"engine CPU per request: {pct(cov(per_request))} between iterations (mean "
           f"{statistics.fmean([v for v in per_request if v]) if any(per_request) else 0:.1f} µs)")
+    if pace is not None:
+        machine_figures(watcher.counts, windows, pace)
     print(f"work folder {work}")
     return 0
 
