@@ -66,3 +66,30 @@ def test_the_probe_times_random_reads_and_arithmetic_in_turn(monkeypatch):
     found = wander.measure([0], window_s=0.5, gap_s=1.0)
     assert found["reads"]["working_set_mb"] == wander.WORKING_SET_BYTES // 2 ** 20
     assert 0 <= found["wander"] < 1 and 0 <= found["reads"]["wander"] < 1 and found["pairs"] > 10, found
+
+
+def test_a_paced_probe_that_cannot_start_leaves_the_warm_up_on_its_throughput_alone(monkeypatch):
+    from esbperf.core import roles, topology
+    from esbperf.run import warmup
+
+    def refuse(*args, **kwargs):
+        raise OSError("no python here")
+
+    monkeypatch.setattr(wander.subprocess, "Popen", refuse)
+    testbed = topology.load("local")
+    assert not testbed.hosts[roles.ESB].ssh
+    assert warmup.machine_pace(testbed, 10) is None
+
+
+def test_a_paced_probe_reports_the_machines_speed_in_its_buckets():
+    import time
+
+    pace = wander.Pace(None, 30)
+    try:
+        began = time.time() * 1000
+        time.sleep(4)           # its start (numpy's import) takes part of it
+        speeds = pace.speeds(began, 0.5, 8)
+    finally:
+        pace.close()
+    assert pace.process.returncode is not None          # closed, not left running beside the next step
+    assert speeds[-1] is not None and all(v is None or v > 0 for v in speeds), speeds

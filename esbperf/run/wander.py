@@ -132,7 +132,7 @@ def measure(cpus: Sequence[int] | None, window_s: float, gap_s: float) -> dict:
     try:
         done = subprocess.run([sys.executable, "-m", "esbperf.run.wander", str(seconds)], capture_output=True,
                               text=True, timeout=seconds + 60,
-                              preexec_fn=(lambda: os.sched_setaffinity(0, list(cpus))) if cpus else None)
+                              preexec_fn=_pinned(cpus))
     except (OSError, subprocess.SubprocessError) as e:   # the run goes on: its brackets allow the constant
         return {"skipped": f"the probe could not run: {e}"}
     pairs = [tuple(float(v) for v in line.split()) for line in done.stdout.splitlines()] if done.returncode == 0 else []
@@ -145,6 +145,11 @@ def measure(cpus: Sequence[int] | None, window_s: float, gap_s: float) -> dict:
             "reads": {"wander": memory["wander"], "move_p95": memory["move_p95"],
                       "working_set_mb": WORKING_SET_BYTES // 2 ** 20},
             "cpus": list(cpus or [])}
+
+
+def _pinned(cpus: Sequence[int] | None):
+    """A child's start-up that pins it to `cpus` (None: no pinning)."""
+    return (lambda: os.sched_setaffinity(0, list(cpus))) if cpus else None
 
 
 def pace(share: float, seconds: float) -> None:
@@ -180,7 +185,7 @@ class Pace:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "esbperf.run.wander", "--pace", str(share), str(seconds)],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-            preexec_fn=(lambda: os.sched_setaffinity(0, list(cpus))) if cpus else None)
+            preexec_fn=_pinned(cpus))
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
 
