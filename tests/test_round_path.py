@@ -66,6 +66,9 @@ def test_a_small_round_runs_end_to_end_and_writes_its_page(tmp_path, monkeypatch
     assert manifest["cross_check"] == "wrk" and "cpu_frequency" in manifest["environment"]
     checked = {p.parent.name: "xcheck" in json.loads(p.read_text()) for p in proxy_run.glob("camel/proxy/*/*/*/step.json")}
     assert checked == {"iter-1": True, "iter-2": False}
+    # Each step's warm-up asked the esb host's monitor whether the other engine was quiet before measuring.
+    quiet = [json.loads(p.read_text()).get("neighbours") for p in proxy_run.glob("*/proxy/*/*/*/step.json")]
+    assert len(quiet) == 6 and all(q and q["quiet"] in (True, False) and q["waited_s"] >= 0 for q in quiet)
     summary = pl.read_csv(folder / "report" / "summary.csv")
     assert summary.height == 2 * (3 + 2) and (summary["errors"] == 0).all()
     # Both engines ran on the esb host throughout: the one not under test is watched as a neighbour (a

@@ -330,3 +330,41 @@ def test_a_sessions_next_run_takes_the_warm_pool_only_if_it_fits(tmp_path):
     with pool.Carry() as carry:
         carry.keep(last, "run-3")
     assert not last.running   # the session's end ends what is left
+
+
+class LoadedConsole(FakeConsole):
+    """A console whose workers have done 1,000 transactions a second, 2 ms each, since it began."""
+
+    def __init__(self, clock):
+        super().__init__(clock)
+        self.began = clock.time()
+
+    def data(self, latest: bool = False) -> dict:
+        tests = int((self.clock.time() - self.began) * 1000)
+        return {"columns": ["Tests", "Errors", workers.MEAN_MS], "totals": [tests, 0, 2.0], "status": {}}
+
+
+def test_a_steady_warm_up_goes_on_until_the_esb_hosts_other_engines_are_quiet(clock):
+    """A load steady at once ends its warm-up at its first judged interval, unless `ready` (the esb
+    host's other engines quiet, esbperf/run/neighbours.py) says no: then it goes on, still judged,
+    until `ready` says yes, and never past its latest."""
+    steady_at_two = lambda tps, _mean, _machine: workers.steady.Steadiness(len(tps) >= 2, f"{len(tps)} intervals")
+    fake = LoadedConsole(clock)
+    ids = fake.start_workers_and_wait({}, 2)
+    started = {i: workers.Worker(i, fake.workers[i]["name"], fake.workers[i]["agent"]) for i in ids}
+    began = clock.now
+
+    found = watch_of(fake).until_steady(started, 0, workers.now_ms() + 30_000, 0.5, 1, judge=steady_at_two)
+    assert found["steady"] and clock.now - began < 1.5
+    asked: list[float] = []
+    quiet_after = clock.now + 4
+
+    def ready() -> bool:
+        asked.append(clock.now)
+        return clock.now >= quiet_after
+    found = watch_of(fake).until_steady(started, 0, workers.now_ms() + 30_000, 0.5, 1, judge=steady_at_two,
+                                        ready=ready)
+    assert found["steady"] and quiet_after <= clock.now < quiet_after + 0.7 and len(asked) >= 6
+    held = watch_of(fake).until_steady(started, 0, workers.now_ms() + 3_000, 0.5, 1, judge=steady_at_two,
+                                       ready=lambda: False)
+    assert 3 <= clock.now - quiet_after < 3.5 and held["steady"]   # the load's own verdict, said as it was

@@ -34,7 +34,7 @@ from esbperf.core.errors import EsbperfError
 from esbperf.core.topology import Target, Testbed
 from esbperf.results import gclog, layout
 from esbperf.results.datalog import LogStats, RowStats, log_stats
-from esbperf.run import collect, crosscheck, environment, monitors, user_script
+from esbperf.run import collect, crosscheck, environment, monitors, neighbours, user_script
 from esbperf.run.problems import (AgentsChanged, ConsoleLost, Incomplete, StepAside, StepProblem, TargetDown,
                                   Unexpected)
 from esbperf.run.verify import verify_target
@@ -287,17 +287,23 @@ class StepRunner:
     def _warm_up(self, a: Attempt) -> None:
         """A fixed warm-up: from the start signal (worker start-up included), but at least half of it
         under load, after the workers' first report. `warmup_s: auto`: until the step is steady
-        (_until_steady). Then the console's statistics start from zero."""
+        (_until_steady), and on, the load running, until the engines beside the target on the esb
+        host are quiet too (esbperf/run/neighbours.py; step.json `neighbours`). Then the console's
+        statistics start from zero."""
         plan = self.ctx.plan
         if plan.warmup_auto:
-            self._until_steady(a)
+            found = neighbours.on_esb_host(self.ctx, a.step.target)
+            quiet = None if found is None else neighbours.Gate(found, a.start_ms - neighbours.READING_MS)
+            self._until_steady(a, quiet)
+            if quiet is not None:
+                a.record["neighbours"] = quiet.record()
         else:
             a.warmup_end_ms = max(a.start_ms + int(plan.warmup_s * 1000), a.first_report_ms + int(plan.warmup_s * 500))
             self.console.wait_until(a.warmup_end_ms, "warm-up", a.workers)
         self.console.call(lambda: self.client.recording("zero"))
         a.warmup_end_ms = now_ms()
 
-    def _until_steady(self, a: Attempt) -> None:
+    def _until_steady(self, a: Attempt, quiet: neighbours.Gate | None = None) -> None:
         """End the warm-up once the throughput and mean response time are steady over the window to
         come (ConsoleWatch.until_steady), no sooner than the plan's warmup_min_s after the workers'
         first report and no later than its warmup_max_s; a.warmup says which, and why, with the
@@ -305,7 +311,7 @@ class StepRunner:
         plan = self.ctx.plan
         a.warmup = self.console.until_steady(
             a.workers, a.first_report_ms + int(plan.warmup_s * 1000), a.first_report_ms + int(plan.warmup_max_s * 1000),
-            self.ctx.sample_interval_s, plan.duration_s)
+            self.ctx.sample_interval_s, plan.duration_s, ready=quiet)
 
     def _measure(self, a: Attempt) -> None:
         self.console.wait_until(a.warmup_end_ms + int(self.ctx.plan.duration_s * 1000), "measuring", a.workers)

@@ -24,11 +24,11 @@ from typing import Callable, Mapping
 from esbperf.core import engines, plan as plans, roles, steady, topology
 from esbperf.core.errors import EsbperfError
 from esbperf.results import layout
-from esbperf.run import collect, wander
+from esbperf.run import collect, neighbours, wander
 from esbperf.run.problems import StepProblem
 from esbperf.run.step import RunContext, step_properties
 from esbperf.run.workers import ConsoleWatch, Layout, now_ms
-from esbperf.services import esb, monitor
+from esbperf.services import esb
 from esbperf.services.console import statistics
 
 FOLDER = ".warmup"   # the workers' logs come home here and are deleted: nothing of it is a result
@@ -202,31 +202,18 @@ def _load(ctx: RunContext, watch: ConsoleWatch, step: plans.Step, seconds: float
 
 
 def wait_quiet(ctx: RunContext, echo: Callable[[str], None]) -> dict | None:
-    """After the targets' warm-up, wait until every engine on the esb host is idle (each engine's
-    process below steady.NEIGHBOURS_BUSY_PERCENT of a core in its last QUIET_READINGS readings), at
-    most QUIET_MAX_S: an engine just warmed compiles on for a while, and a step measured meanwhile
+    """After the targets' warm-up, wait until every engine on the esb host is idle (together below
+    steady.NEIGHBOURS_BUSY_PERCENT of a core in their last QUIET_READINGS readings), at most
+    QUIET_MAX_S: an engine just warmed compiles on for a while, and a step measured meanwhile
     against another target shares its host's CPU with it. What was seen, for run.json; None when
     there is no esb-host monitor to ask."""
-    host = ctx.testbed.hosts[roles.ESB]
-    matches = set(ctx.record.get("engine_matches", {}).values())
-    if roles.ESB not in ctx.monitored_roles or not host.monitor_port or not matches:
+    engines_there = neighbours.on_esb_host(ctx)
+    if engines_there is None:
         return None
-    began = now_ms()
-    while True:
-        samples, error, _, _ = monitor.pull(host.address, host.monitor_port, began - 10_000, now_ms() + 1)
-        if error:
-            return {"quiet": None, "error": error}
-        readings: dict[str, list[tuple[int, float]]] = {}
-        for t, metric, subject, value in samples:
-            if metric == "proc.cpu" and subject in matches:
-                readings.setdefault(subject, []).append((t, float(value)))
-        times = sorted({t for found in readings.values() for t, _ in found if t > began})[-QUIET_READINGS:]
-        busiest = max((v for found in readings.values() for t, v in found if t in times), default=0.0)
-        waited = (now_ms() - began) / 1000
-        if len(times) == QUIET_READINGS and busiest <= steady.NEIGHBOURS_BUSY_PERCENT:
-            echo(f"esb host quiet after {waited:.0f} s (engines at most {busiest:.1f} % of a core)")
-            return {"quiet": True, "waited_s": round(waited, 1)}
-        if waited >= QUIET_MAX_S:
-            echo(f"esb host still busy after {waited:.0f} s (an engine at {busiest:.0f} % of a core); measuring anyway")
-            return {"quiet": False, "waited_s": round(waited, 1), "busiest_percent": round(busiest, 1)}
-        time.sleep(1)
+    seen = engines_there.wait(now_ms(), QUIET_READINGS, QUIET_MAX_S, sleep_s=1)
+    if seen["quiet"]:
+        echo(f"esb host quiet after {seen['waited_s']:.0f} s")
+    elif seen["quiet"] is False:
+        echo(f"esb host still busy after {seen['waited_s']:.0f} s (engines at {seen['busiest_percent']:.0f} % of a "
+             "core); measuring anyway")
+    return seen

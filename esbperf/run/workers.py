@@ -191,12 +191,15 @@ class ConsoleWatch:
 
     def until_steady(self, workers: dict[str, Worker], earliest_ms: int, latest_ms: int, interval_s: float,
                      horizon_s: float, phase: str = "warm-up",
-                     judge: Callable[[list, list, list | None], Any] | None = None, machine: Any = None) -> dict:
+                     judge: Callable[[list, list, list | None], Any] | None = None, machine: Any = None,
+                     ready: Callable[[], bool] | None = None) -> dict:
         """Watch the load until its throughput and mean response time are steady (esbperf/core/
         steady.py, judged over `horizon_s`; or as `judge(tps, mean_us, machine_speeds)` says: anything
         with `steady` and `reason`), no sooner than `earliest_ms` and no later than `latest_ms`; whether
         they were, why not, and the series judged. `machine`: the machine's speed beside the load
         (wander.Pace), its speeds in the same buckets given to the judge and kept with the series.
+        `ready`: asked once the load is steady, and the watch goes on, the load judged afresh with each
+        interval, until it says yes too (the esb host's other engines quiet: esbperf/run/neighbours.py).
 
         The series are counted by time from the console's cumulative totals (steady.bucket_rates),
         in buckets of `interval_s`: not from its per-sample figures, which hold one worker report
@@ -209,6 +212,7 @@ class ConsoleWatch:
         speeds: list[float | None] | None = None
         totals: dict = {}
         verdict: Any = steady.Steadiness(False, "no whole interval yet")
+        waiting = False
         while now_ms() < latest_ms:
             totals = statistics(self.call(self.client.data))
             polls.append((now_ms(), totals.get("Tests") or 0, _time_sum(totals)))
@@ -217,9 +221,11 @@ class ConsoleWatch:
                 tps, mean_us = found, means
                 speeds = None if machine is None else machine.speeds(polls[0][0], interval_s, len(tps))
                 verdict = judge(tps, mean_us, speeds)
-                if verdict.steady:
+                waiting = verdict.steady and ready is not None and not ready()
+                if verdict.steady and not waiting:
                     break
-            self.on_tick(f"{phase} (auto: {verdict.reason})", (latest_ms - now_ms()) / 1000, totals)
+            reason = "steady; the esb host's other engines still busy" if waiting else verdict.reason
+            self.on_tick(f"{phase} (auto: {reason})", (latest_ms - now_ms()) / 1000, totals)
             self.watch(workers)
             time.sleep(STEADY_POLL_S)
         if verdict.steady and now_ms() < earliest_ms:
