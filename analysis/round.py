@@ -767,7 +767,9 @@ def verdicts_intro(data: RoundData) -> str:
             + family_line(found) + ". " + (f"So each interval is at {forks.percent_level(level)}, not 95 %: "
                                            "Benjamini–Hochberg's level for the differences shown (its q is in "
                                            "verdicts.csv, `q`), at which a verdict shows a difference exactly "
-                                           "when its interval leaves out none. " if level else "")
+                                           "when its interval leaves out none. "
+                                           if level and forks.percent_level(level) != forks.percent_level(forks.CONFIDENCE)
+                                           else "")
             + (strict_note(found) if data.strict else
                "A target whose steps the testbed bounded (the client, a link, the back ends: its `bound`) "
                "answered at least its TPS there: a difference in its favour is \"at least\" that, any other is "

@@ -233,6 +233,9 @@ def test_steps_the_testbed_bounded_are_used_for_no_verdict_about_engines(publish
     closed = found.filter(pl.col("figure") != "capacity").height
     assert f"({with_direct.height} of {closed} verdicts at closed steps are not judged for that" in intro
     assert "used for no verdict about engines" in intro
+    # The intervals' level is named only where the family's control moved it off 95 % (never "at 95 %, not 95 %").
+    level = pages.forks.percent_level(found["confidence"].drop_nulls().max())
+    assert (f"So each interval is at {level}, not 95 %" in intro) == (level != "95 %"), (level, intro)
 
 
 def test_a_spoiled_fork_is_left_out_of_a_verdict_and_a_missing_fork_leaves_its_step_unjudged(tmp_path):
