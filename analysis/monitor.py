@@ -9,7 +9,8 @@ A watched process's `proc.cpu` is its rate since the previous reading of the sam
 monitor reads them every other second), so each value covers an interval: the window's figure is
 the mean of the intervals weighted by how much of each lies in the window, which interpolates the
 process's CPU time to the window's edges; a window shorter than the readings' spacing still gets
-the interval around it."""
+the interval around it. A JVM's `proc.jit` (its JIT compiler threads' CPU, read every second) is
+weighed the same way (`jit_mean_by_watch`)."""
 from __future__ import annotations
 
 from bisect import bisect_left
@@ -28,6 +29,7 @@ SCHEMA = {"time_ms": pl.Int64, "phase": pl.String, "metric": pl.String, "subject
 # The monitor reads watched processes every other tick (agents/monitor ProcessWatcher): the
 # interval of a reading whose previous one is not in the file.
 PROC_INTERVAL_MS = 2000
+JIT_INTERVAL_MS = 1000    # proc.jit is read every tick
 
 
 @dataclass
@@ -52,6 +54,8 @@ class HostStats:
     proc_by_watch: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
     # each watch's CPU over the window, its intervals weighted by their time in it (% of one core)
     proc_mean_by_watch: dict[str, float] = field(default_factory=dict)
+    # each JVM watch's JIT compiler threads over the window, weighted likewise (% of one core)
+    jit_mean_by_watch: dict[str, float] = field(default_factory=dict)
 
 
 def host_stats(path: Path, role: str, link_mbit: float | None = None, measure_ms: int | None = None,
@@ -103,37 +107,53 @@ def host_stats(path: Path, role: str, link_mbit: float | None = None, measure_ms
 
 
 def _process_cpu(stats: HostStats, rows: pl.DataFrame, measure_ms: int, end_ms: int | None) -> None:
-    """The watched processes' CPU over the window (the module's rule). A value above what the host's
-    cores allow (cores × 100 % of one core) is cut to it: only a last guard, for files of monitors
-    that stamped a rate with the tick rather than with its reading (a tick starved on a saturated
-    core read 192 % of the one core an echo was pinned to) and for clock-tick rounding."""
+    """The watched processes' CPU over the window (the module's rule), and their compilers'. A value
+    above what the host's cores allow (cores × 100 % of one core) is cut to it: only a last guard,
+    for files of monitors that stamped a rate with the tick rather than with its reading (a tick
+    starved on a saturated core read 192 % of the one core an echo was pinned to) and for clock-tick
+    rounding."""
     cap = 100.0 * stats.cores if stats.cores else None
-    end = float("inf") if end_ms is None else end_ms
-    procs = rows.filter(pl.col("metric").is_in(["proc.cpu", "proc.rss"])).sort("time_ms")
-    read_at: dict[str, list[int]] = {}
-    for t, subject in procs.select("time_ms", "subject").iter_rows():
-        times = read_at.setdefault(subject or "", [])
-        if not times or times[-1] != t:
-            times.append(t)
+    stats.proc_by_watch = _readings_in_window(rows, "proc.cpu", PROC_INTERVAL_MS, measure_ms, end_ms, cap,
+                                              read_with=("proc.rss",))
+    stats.proc_mean_by_watch = _weighted_means(stats.proc_by_watch)
+    jit = _readings_in_window(rows, "proc.jit", JIT_INTERVAL_MS, measure_ms, end_ms, cap)
+    stats.jit_mean_by_watch = _weighted_means(jit)
     per_reading: dict[int, float] = {}
-    weighted: dict[str, tuple[float, float]] = {}      # watch -> (CPU × ms, ms) inside the window
-    for t, subject, value in procs.filter(pl.col("metric") == "proc.cpu").select(
-            "time_ms", "subject", "value").iter_rows():
-        watch = subject or ""
-        times = read_at[watch]
-        i = bisect_left(times, t)
-        start = times[i - 1] if i else t - PROC_INTERVAL_MS       # the previous reading of this watch
-        inside = min(t, end) - max(start, measure_ms)
-        if inside <= 0:
-            continue
-        value = min(value, cap) if cap else value
-        stats.proc_by_watch.setdefault(watch, []).append((t, value))
-        total, ms = weighted.get(watch, (0.0, 0.0))
-        weighted[watch] = (total + value * inside, ms + inside)
-        per_reading[t] = per_reading.get(t, 0.0) + value
-    stats.proc_mean_by_watch = {w: total / ms for w, (total, ms) in weighted.items()}
+    for readings in stats.proc_by_watch.values():
+        for t, value, _ in readings:
+            per_reading[t] = per_reading.get(t, 0.0) + value
+    stats.proc_by_watch = {w: [(t, v) for t, v, _ in readings] for w, readings in stats.proc_by_watch.items()}
     if per_reading:
         stats.proc_samples = [min(v, cap) if cap else v for _, v in sorted(per_reading.items())]
         total = sum(stats.proc_mean_by_watch.values())
         stats.proc_cpu_mean = min(total, cap) if cap else total
         stats.proc_cpu_max = max(stats.proc_samples)
+
+
+def _readings_in_window(rows: pl.DataFrame, metric: str, interval_ms: int, measure_ms: int, end_ms: int | None,
+                        cap: float | None, read_with: tuple[str, ...] = ()) -> dict[str, list[tuple[int, float, float]]]:
+    """Each watch's readings of `metric` whose interval (since the watch's previous reading — of
+    `metric` or of a metric `read_with` it, which a reading without a rate still has — or
+    `interval_ms` before the first) overlaps the window: (time ms, value, ms of it inside)."""
+    end = float("inf") if end_ms is None else end_ms
+    found = rows.filter(pl.col("metric").is_in([metric, *read_with])).sort("time_ms")
+    read_at: dict[str, list[int]] = {}     # each watch's reading times, ascending
+    for t, subject in found.select("time_ms", "subject").iter_rows():
+        times = read_at.setdefault(subject or "", [])
+        if not times or times[-1] != t:
+            times.append(t)
+    readings: dict[str, list[tuple[int, float, float]]] = {}
+    for t, subject, value in found.filter(pl.col("metric") == metric).select("time_ms", "subject", "value").iter_rows():
+        watch = subject or ""
+        times = read_at[watch]
+        i = bisect_left(times, t)
+        start = times[i - 1] if i else t - interval_ms
+        inside = min(t, end) - max(start, measure_ms)
+        if inside > 0:
+            readings.setdefault(watch, []).append((t, min(value, cap) if cap else value, inside))
+    return readings
+
+
+def _weighted_means(readings: dict[str, list[tuple[int, float, float]]]) -> dict[str, float]:
+    """Each watch's mean over the window, its readings weighted by their time inside it."""
+    return {w: sum(v * ms for _, v, ms in found) / sum(ms for _, _, ms in found) for w, found in readings.items()}

@@ -114,13 +114,14 @@ NEIGHBOURS_BUSY_PERCENT = steady.NEIGHBOURS_BUSY_PERCENT   # the window's mean, 
 
 def engine_columns(run: Run, target: str, esb: HostStats | None) -> dict:
     """The esb host's engines apart (run.json `engine_matches`: each engine's --match text): the
-    target's own processes (`esb_proc_cpu_*`; none for the baseline) and its neighbours', the
+    target's own processes (`esb_proc_cpu_*`; none for the baseline), its JIT compiler's
+    (`esb_jit_mean`, % of one core: a JVM still compiling in the window) and its neighbours', the
     engines not under test (`esb_neighbours_cpu_*`: their window means added up, and their sum per
     reading at most). Without the matches (an older run) every watched process counts as the
     target's, as it did."""
     matches = run.info.get("engine_matches")
     if esb is None or not isinstance(matches, dict) or not matches:
-        return {"esb_neighbours_cpu_mean": None, "esb_neighbours_cpu_max": None}
+        return {"esb_neighbours_cpu_mean": None, "esb_neighbours_cpu_max": None, "esb_jit_mean": None}
     own = bottleneck.engine_watch(run, target)
     mine = [v for _, v in esb.proc_by_watch.get(own, [])] if own else []
     others: dict[int, float] = {}
@@ -131,6 +132,8 @@ def engine_columns(run: Run, target: str, esb: HostStats | None) -> dict:
     neighbours = [m for watch, m in esb.proc_mean_by_watch.items() if watch != own]
     return {"esb_proc_cpu_mean": esb.proc_mean_by_watch.get(own) if own else None,
             "esb_proc_cpu_max": max(mine, default=None),
+            # the target's JIT compiler over the window (a JVM's; none for a native engine or an older run)
+            "esb_jit_mean": esb.jit_mean_by_watch.get(own) if own else None,
             "esb_neighbours_cpu_mean": sum(neighbours) if neighbours else None,
             "esb_neighbours_cpu_max": max(others.values(), default=None)}
 
@@ -725,7 +728,7 @@ def replicated(roles: Iterable[str] = ROLES) -> list[str]:
              "response_bytes_per_s", "threads_seen", "little_ratio"]
             + [f"{r}_{m}" for r in roles for m in ("cpu_mean", "cpu_max", "proc_cpu_mean", "proc_cpu_max",
                                                    "rx_mbit", "tx_mbit", "link_percent")]
-            + (["esb_neighbours_cpu_mean", "esb_neighbours_cpu_max"] if ESB_ROLE in roles else [])
+            + (["esb_neighbours_cpu_mean", "esb_neighbours_cpu_max", "esb_jit_mean"] if ESB_ROLE in roles else [])
             + [f"{r}_{m}" for r in GC_ROLES for m in GC_FIGURES]
             + list(XCHECK_COLUMNS))
 

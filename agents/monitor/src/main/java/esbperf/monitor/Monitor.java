@@ -16,7 +16,7 @@ import org.hyperic.sigar.SigarException;
 
 /**
  * The host monitor's entry point: samples the host once a second (watched processes every
- * 2 s) with sigar, or OSHI where sigar cannot load, keeps the samples in a bounded spool on disk
+ * 2 s, their JIT compilers every second) with sigar, or OSHI where sigar cannot load, keeps the samples in a bounded spool on disk
  * and serves them over HTTP until SIGTERM. Failures at start print one line starting
  * "monitor: error:" and exit with status 2.
  */
@@ -92,6 +92,7 @@ public final class Monitor {
         if (processes.due(now)) {
           processes.sample(now, values);
         }
+        processes.sampleCompilers(values);
         spool.append(values.build(now, keyLists));
       }
       catch (Probe.ReadingFailed | RuntimeException e) {

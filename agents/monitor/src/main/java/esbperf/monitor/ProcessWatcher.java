@@ -7,6 +7,7 @@ import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.function.Function;
 import java.util.function.LongSupplier;
 
 /**
@@ -18,6 +19,10 @@ import java.util.function.LongSupplier;
  * the monitor's cost was measured at. A tick's stamp is when it began; on a saturated core the
  * monitor's own thread may read a second or more later, and a rate over the stamps would then
  * read up to twice what the cores allow (192 % of the one core an echo was pinned to).
+ *
+ * <p>Every tick (not every other: a JVM's warm-up is judged on it second by second) also the CPU
+ * of each group's JIT compiler threads, {@code proc.jit}, where the host has /proc
+ * ({@link CompilerThreads}); a group without compiler threads (a native engine) has none.
  */
 final class ProcessWatcher {
 
@@ -37,16 +42,22 @@ final class ProcessWatcher {
   // Per label: a process watched both by pid and by a match text is read once for each.
   private final Map<String, Map<Long, Reading>> previous = new HashMap<>();
   private long lastSampleMs;
+  private final Function<String, CompilerThreads> compilersOf;   // by label; null: no /proc here
+  private final Map<String, CompilerThreads> compilers = new HashMap<>();
+  private final Map<String, Long> compilersReadMs = new HashMap<>();
 
   ProcessWatcher(Probe probe, List<Long> pids, List<String> matches) {
-    this(probe, pids, matches, System::currentTimeMillis);
+    this(probe, pids, matches, System::currentTimeMillis,
+        CompilerThreads.ofThisMachine() == null ? null : label -> CompilerThreads.ofThisMachine());
   }
 
-  ProcessWatcher(Probe probe, List<Long> pids, List<String> matches, LongSupplier clock) {
+  ProcessWatcher(Probe probe, List<Long> pids, List<String> matches, LongSupplier clock,
+      Function<String, CompilerThreads> compilersOf) {
     this.probe = probe;
     this.pids = pids;
     this.matches = matches;
     this.clock = clock;
+    this.compilersOf = compilersOf;
     this.notMatchable = selfAndAncestors();
   }
 
@@ -70,6 +81,35 @@ final class ProcessWatcher {
         resolved.put(text, group);
       }
       emit(text, group, nowMs, out);
+    }
+  }
+
+  /** proc.jit, each watched group's compiler threads' CPU (percent of one core) since the previous
+   * tick, for the groups found so far ({@link #sample} finds them); a group's first reading sets its
+   * start and reports nothing. */
+  void sampleCompilers(Tick.Builder out) {
+    if (compilersOf == null) {
+      return;
+    }
+    for (long pid : pids) {
+      emitCompilers(Long.toString(pid), List.of(pid), out);
+    }
+    for (String text : matches) {
+      final List<Long> group = resolved.get(text);
+      if (group != null) {
+        emitCompilers(text, group, out);
+      }
+    }
+  }
+
+  private void emitCompilers(String label, List<Long> group, Tick.Builder out) {
+    final CompilerThreads threads = compilers.computeIfAbsent(label, compilersOf);
+    final long readFrom = clock.getAsLong();
+    final long ms = threads.growthMs(group);
+    final long atMs = (readFrom + clock.getAsLong()) / 2;
+    final Long before = compilersReadMs.put(label, atMs);
+    if (ms >= 0 && before != null && atMs > before) {
+      out.add("proc.jit", label, 100.0 * ms / (atMs - before));
     }
   }
 

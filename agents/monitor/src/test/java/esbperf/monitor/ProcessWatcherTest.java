@@ -59,7 +59,7 @@ class ProcessWatcherTest {
   }
 
   private static ProcessWatcher watcher(FakeProbe probe, List<Long> pids, List<String> matches) {
-    return new ProcessWatcher(probe, pids, matches, () -> probe.clockMs);
+    return new ProcessWatcher(probe, pids, matches, () -> probe.clockMs, null);
   }
 
   /** A tick stamped nowMs whose readings are taken at readMs. */
