@@ -571,6 +571,37 @@ def series_graphs(summary: pl.DataFrame, step_histograms: dict[tuple, StepHistog
     return graphs
 
 
+def warmup_graphs(runs: list, labels: dict[tuple[str, str], str]) -> list[Graph]:
+    """Each run's target warm-ups (run.json `target_warmup`: the load each target was judged at, the
+    last of its loads): the throughput per second and, for a JVM, its compiler's share of one core in
+    the same seconds (`compiler.series`, the esb host's monitor's proc.jit) — a warm JVM's compiler
+    falls quiet while its throughput levels off. One graph per run, one series per target and fork."""
+    graphs = []
+    for run in runs:
+        tps_series, jit_series = [], []
+        for entry in run.info.get("target_warmup") or []:
+            tps = entry.get("tps")
+            if not isinstance(tps, list) or not tps:
+                continue
+            bucket = float(entry.get("bucket_s") or 1.0)
+            label = labels.get((run.name, entry["target"]), entry["target"])
+            name = label + (f" fork {entry['fork']}" if entry.get("fork") is not None else "")
+            x = [round((i + 1) * bucket, 3) for i in range(len(tps))]
+            tps_series.append(Series(name, x, tps, [None] * len(x), [None] * len(x), color_key=name))
+            jit = (entry.get("compiler") or {}).get("series") if isinstance(entry.get("compiler"), dict) else None
+            if isinstance(jit, list) and len(jit) == len(x):
+                jit_series.append(Series(name, x, jit, [None] * len(x), [None] * len(x), color_key=name))
+        if not tps_series:
+            continue
+        panels = [Panel("throughput (TPS)", tps_series)]
+        if jit_series:
+            panels.append(Panel("JIT compiler (% of one core)", jit_series))
+        graphs.append(Graph(slug(f"warmup-{run.name}"), f"{run.name}: each target's warm-up at the load it is "
+                            "judged at", xlabel="s under that load", ylabel="per second", panels=panels,
+                            sharey=False))
+    return graphs
+
+
 # --- drawing -----------------------------------------------------------------------------------
 
 def _colors(graphs: list[Graph]) -> dict[str, str]:

@@ -433,6 +433,8 @@ def _contents(analysis: "Analysis") -> str:
             links.append((graphs.slug(f"{plan}-{scenario}"), f"tables and hosts: {name}"))
     if analysis.series_graphs:
         links.append(("drift", "steps that moved"))
+    if getattr(analysis, "warmup_graphs", None):
+        links.append(("warm-up", "warm-ups"))
     links += [("calibration", "calibration"), ("runs", "runs and plans")]
     return ("<nav class=\"contents\">On this page: "
             + "".join(f"<a href=\"#{escape(anchor)}\">{escape(text)}</a>" for anchor, text in links) + "</nav>")
@@ -492,6 +494,20 @@ def _series_section(analysis: "Analysis", folder: Path, embed: bool) -> str:
             f"{n} step iteration{'s' * (n != 1)}, interval by interval</summary><p class=\"muted\">Throughput and "
             "mean response time of each interval of the steps named by the drift warning or whose warm-up found no "
             "steady state: the warm-up dashed (negative seconds), the measurement window solid.</p>"
+            + f"<div class=\"graphs\">{figures}</div></details>")
+
+
+def _warmup_section(analysis: "Analysis", folder: Path, embed: bool) -> str:
+    """Each target's warm-up at the load it was judged at (graphs.warmup_graphs)."""
+    found = getattr(analysis, "warmup_graphs", None)
+    if not found:
+        return ""
+    figures = "".join(_figure(g, folder, embed) for g in found)
+    return ("<h2 id=\"warm-up\">Warm-ups</h2><details><summary>Each target's warm-up before its first step"
+            "</summary><p class=\"muted\">The throughput of each second at the load the target was judged at "
+            "(the last of the loads it was warmed under), and a JVM's JIT compiler in the same seconds: a target "
+            "is warm when its throughput has settled and its compiler has gone quiet (run.json "
+            "<code>target_warmup</code>; docs/methodology.md).</p>"
             + f"<div class=\"graphs\">{figures}</div></details>")
 
 
@@ -678,6 +694,7 @@ def render(analysis: "Analysis", kind: str, folder: Path, embed_graphs: bool = T
                              f" ({len(hosts)} graph{'s' * (len(hosts) != 1)})</summary><div class=\"graphs\">"
                              + "".join(_figure(g, folder, embed_graphs) for g in hosts) + "</div></details>")
     parts.append(_series_section(analysis, folder, embed_graphs))
+    parts.append(_warmup_section(analysis, folder, embed_graphs))
     parts.append(_calibration_section(analysis))
     parts.append(_runs_section(analysis))
     parts += [_plan_section(plan, runs[0]) for plan, runs in analysis.plans.items()]

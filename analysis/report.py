@@ -50,6 +50,7 @@ class Analysis:
     graphs: list[graphing.Graph]
     warnings: list[str]
     series_graphs: list[graphing.Graph] = field(default_factory=list)   # steps that drifted: their intervals
+    warmup_graphs: list[graphing.Graph] = field(default_factory=list)   # each target's warm-up: TPS and compiler
     verdicts: pl.DataFrame | None = None             # every pair of series per step and figure (verdicts.py)
     advice: list = field(default_factory=list)      # forks and iterations a difference needs (verdicts.advice)
 
@@ -93,6 +94,7 @@ def analyse(run_dirs: list[Path], with_ratios: bool = False) -> Analysis:
     ratios = comparing.ratios(agg, runs) if with_ratios else None
     return Analysis(runs, plans, roles, summary, agg, step_histograms, pooled, labels, ratios, graphs, warnings,
                     graphing.series_graphs(summary, step_histograms, labels),
+                    graphing.warmup_graphs(runs, labels),
                     judge_pairs(summary, step_histograms, labels, agg), advice(summary, *costs(runs)))
 
 
@@ -162,7 +164,7 @@ def build_report(run_dirs: list[Path], out: Path | None = None, compare: bool = 
             analysis.ratios.write_csv(partial / "ratios.csv", float_precision=CSV_DECIMALS)
         if analysis.verdicts is not None and analysis.verdicts.height:
             analysis.verdicts.write_csv(partial / "verdicts.csv", float_precision=CSV_DECIMALS)
-        graphing.draw_all(analysis.graphs + analysis.series_graphs, partial / "graphs")
+        graphing.draw_all(analysis.graphs + analysis.series_graphs + analysis.warmup_graphs, partial / "graphs")
         (partial / "report.html").write_text(render(analysis, kind, partial, embed_graphs), encoding="utf-8")
         if out.exists():
             out.rmdir()          # an empty folder the user named; rename cannot replace it otherwise

@@ -346,7 +346,7 @@ class LoadedConsole(FakeConsole):
 
 def test_a_steady_warm_up_goes_on_until_the_esb_hosts_other_engines_are_quiet(clock):
     """A load steady at once ends its warm-up at its first judged interval, unless `ready` (the esb
-    host's other engines quiet, esbperf/run/neighbours.py) says no: then it goes on, still judged,
+    host's other engines quiet, esbperf/run/gauge.py) says no: then it goes on, still judged,
     until `ready` says yes, and never past its latest."""
     steady_at_two = lambda tps, _mean, _machine: workers.steady.Steadiness(len(tps) >= 2, f"{len(tps)} intervals")
     fake = LoadedConsole(clock)

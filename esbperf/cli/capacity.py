@@ -24,7 +24,7 @@ from esbperf.core.errors import EsbperfError
 from esbperf.results import layout
 from esbperf.run import estimate, runner
 from esbperf.run.preflight import MAX_SKEW_MS
-from esbperf.run.step import RunContext
+from esbperf.run.context import RunContext
 
 NAME = "capacity"      # the plan (and run folder) of a search given by options
 

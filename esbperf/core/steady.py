@@ -523,9 +523,11 @@ SETTLE_CUT_SHARE = 0.35    # a level this far from the present one (a JIT's clim
 SETTLE_CUT_S = 5.0         # … over this long (its median) ends the stretch judged
 SETTLE_LEVEL_S = 10.0      # the present level: the median of the last this many seconds
 SETTLE_LOOKS_S = (5.0,)   # settled only when the look this long before said so too (settling)
-# Still moving only over a stretch this long at least: a shared machine's speed drops by a fifth for
+# Still falling only over a stretch this long at least: a shared machine's speed drops by a fifth for
 # ten or twenty seconds now and then, and the stretch after such a drop is no trend (a flat reference
-# engine was once called "still falling, -33 %/min over the last 21 s").
+# engine was once called "still falling, -33 %/min over the last 21 s"). A climb whose surer interval
+# lies wholly above the margin is still moving however short the stretch: a warm-up that ends there
+# ends on an engine still compiling (the demo's Camel once ended at +64 to +958 %/min after 13.5 s).
 SETTLE_MOVING_MIN_S = 30.0
 SETTLED, MOVING, UNRESOLVED = "settled", "still moving", "not resolved"
 
@@ -695,10 +697,10 @@ def _look(tps: np.ndarray, bucket_s: float, horizon_s: float, machine: np.ndarra
         way = "climbing" if slope > 0 else "falling"
         sure_said = (f"{MOVING_CONFIDENCE * 100:.0f} %: {_per_min(slope - sure)} to {_per_min(slope + sure)}, "
                      f"beyond {margin}")
-        if judged >= moving_s:
+        if judged >= moving_s or slope > 0:
             return Settling(MOVING, f"still {way}: {said}; {sure_said})", slope, slope - sure, slope + sure, judged,
                             machine=coefficient)
-        # Sure of the trend, but over too short a stretch to call it (a shared machine's dips).
+        # Sure of a fall, but over too short a stretch to call it (a shared machine's dips).
         return Settling(UNRESOLVED, f"not resolved: {way}, {said}; {sure_said}); still moving is called over "
                         f"{moving_s:g} s or more", slope, low, high, judged, moving_s, coefficient)
     # The interval that must clear the margin: the settled one when it straddles the margin, the surer

@@ -8,7 +8,7 @@ from typing import Callable
 from esbperf.core import plan as plans, procs, roles, scenarios, topology
 from esbperf.core.errors import EsbperfError
 from esbperf.run.collect import LocalAgents
-from esbperf.run.step import Agent
+from esbperf.run.context import Agent
 from esbperf.run.verify import verify_target
 from esbperf.services import esb, monitor
 from esbperf.services.console import ControlClient

@@ -29,7 +29,8 @@ from esbperf.run import (calibration, collect, crosscheck, environment, estimate
                          wander, warmup)
 from esbperf.run.preflight import MAX_SKEW_MS
 from esbperf.run.progress import RunProgress
-from esbperf.run.step import Agent, RunContext, StepAside, StepRunner
+from esbperf.run.context import Agent, RunContext
+from esbperf.run.step import StepAside, StepRunner
 from esbperf.run.verify import verify_target
 from esbperf.run.workers import ConsoleWatch, FreshWorkers, Workers
 from esbperf.services.console import (TOKEN_ENV, ConsoleUnreachable, ControlClient, control_client, read_token,

@@ -31,14 +31,14 @@ from typing import Any, Callable, Iterator
 
 from esbperf.core import payloads, plan as plans, procs, roles
 from esbperf.core.errors import EsbperfError
-from esbperf.core.topology import Target, Testbed
 from esbperf.results import gclog, layout
 from esbperf.results.datalog import LogStats, RowStats, log_stats
-from esbperf.run import collect, crosscheck, environment, monitors, neighbours, user_script
+from esbperf.run import collect, crosscheck, environment, gauge, monitors, user_script
+from esbperf.run.context import RunContext
 from esbperf.run.problems import (AgentsChanged, ConsoleLost, Incomplete, StepAside, StepProblem, TargetDown,
                                   Unexpected)
 from esbperf.run.verify import verify_target
-from esbperf.run.workers import REPORT_KEY, ConsoleWatch, Layout, Tick, Workers, now_ms, run_report_interval_ms
+from esbperf.run.workers import REPORT_KEY, ConsoleWatch, Layout, Tick, Workers, now_ms
 from esbperf.services import jvm
 from esbperf.services.console import ControlClient, statistics
 
@@ -70,53 +70,6 @@ def window_summary(stats: LogStats, window_s: float) -> dict[str, Any]:
 
     each = [figures(test, part) for test, part in sorted(stats.tests.items())] or [figures(None, stats)]
     return {**each[0], "tests": each} if len(each) > 1 else each[0]
-
-
-# --- what a step shares with the run ----------------------------------------------------------
-
-@dataclass
-class Agent:
-    name: str
-    host: str            # the testbed role whose machine it runs on
-
-
-@dataclass
-class RunContext:
-    """What every step of a run shares."""
-
-    dir: Path
-    plan: plans.Plan
-    testbed: Testbed
-    targets: dict[str, Target]
-    agents: list[Agent]                  # the run's agents: any other that joins is refused
-    fetchers: list[collect.Fetcher]      # how each agent's logs come home
-    connect: Callable[[], ControlClient]   # a fresh client (a restarted console has a new token)
-    record: dict[str, Any] = field(default_factory=dict)   # run.json
-    verify: bool = True
-    monitored_roles: list[str] = field(default_factory=list)
-    began: float = field(default_factory=time.monotonic)   # when the command started (for the overhead)
-    state_dirs: list[Path] = field(default_factory=list)   # this machine's state folders (GC logs are there)
-    # A plan with `restart: per-step`: restarts the named ESB through its launcher, returns its new pid.
-    restart_esb: Callable[[str], int] | None = None
-    cross_check: str | None = None       # around each step, an independent client measures it too (crosscheck.py)
-    warm: frozenset[str] = frozenset()   # targets a run just before this one loaded: no target warm-up
-    # Steps of runs to come in the same session (`esbperf demo`'s later plans): their loads are warmed too.
-    also_warm: list = field(default_factory=list)
-    workers: Workers | None = None       # what loads the target, chosen as the run begins (runner.execute)
-    # A session's runs one after the other (`esbperf demo`): the warm pool one leaves the next takes.
-    carry: Any = None                    # pool.Carry
-    carried: bool = False                # this run's workers came from the run before (already warm)
-    warming_s: float = 0.0               # spent warming targets up so far (the run's overhead is the rest)
-
-    @property
-    def sample_interval_s(self) -> float:
-        """The console's sample interval, as the run recorded it (console.yaml sample_interval_ms)."""
-        return self.record.get("console_sample_interval_ms", 1000) / 1000
-
-    @property
-    def report_interval_ms(self) -> int:
-        """How often the run's workers report to the console (workers.run_report_interval_ms)."""
-        return run_report_interval_ms(self.record.get("console_sample_interval_ms", 1000))
 
 
 def step_properties(ctx: RunContext, step: plans.Step, processes: int, threads: int, log_folder: str) -> dict:
@@ -288,22 +241,29 @@ class StepRunner:
         """A fixed warm-up: from the start signal (worker start-up included), but at least half of it
         under load, after the workers' first report. `warmup_s: auto`: until the step is steady
         (_until_steady), and on, the load running, until the engines beside the target on the esb
-        host are quiet too (esbperf/run/neighbours.py; step.json `neighbours`). Then the console's
-        statistics start from zero."""
+        host are quiet too, and the target's compiler (esbperf/run/gauge.py; step.json `neighbours`,
+        `compiler`). Then the console's statistics start from zero."""
         plan = self.ctx.plan
         if plan.warmup_auto:
-            found = neighbours.on_esb_host(self.ctx, a.step.target)
-            quiet = None if found is None else neighbours.Gate(found, a.start_ms - neighbours.READING_MS)
-            self._until_steady(a, quiet)
+            found = gauge.on_esb_host(self.ctx, a.step.target)
+            quiet = None if found is None else gauge.Gate(found, a.start_ms - gauge.READING_MS)
+            compiler = gauge.compiler_of(self.ctx, a.step.target)
+            # Its newest readings, those before the step's start too: a warm target's compiler, quiet
+            # before its load and under it, holds no step; one the step's load set compiling does.
+            compiled = None if compiler is None else gauge.CompilerGate(
+                compiler, a.start_ms - gauge.COMPILER_WINDOW_S * 1000)
+            self._until_steady(a, gauge.all_ready(quiet, compiled))
             if quiet is not None:
                 a.record["neighbours"] = quiet.record()
+            if compiled is not None:
+                a.record["compiler"] = compiled.record()
         else:
             a.warmup_end_ms = max(a.start_ms + int(plan.warmup_s * 1000), a.first_report_ms + int(plan.warmup_s * 500))
             self.console.wait_until(a.warmup_end_ms, "warm-up", a.workers)
         self.console.call(lambda: self.client.recording("zero"))
         a.warmup_end_ms = now_ms()
 
-    def _until_steady(self, a: Attempt, quiet: neighbours.Gate | None = None) -> None:
+    def _until_steady(self, a: Attempt, quiet: Callable[[], bool] | None = None) -> None:
         """End the warm-up once the throughput and mean response time are steady over the window to
         come (ConsoleWatch.until_steady), no sooner than the plan's warmup_min_s after the workers'
         first report and no later than its warmup_max_s; a.warmup says which, and why, with the

@@ -24,9 +24,10 @@ from typing import Callable, Mapping
 from esbperf.core import engines, plan as plans, roles, steady, topology
 from esbperf.core.errors import EsbperfError
 from esbperf.results import layout
-from esbperf.run import collect, neighbours, wander
+from esbperf.run import collect, gauge, wander
 from esbperf.run.problems import StepProblem
-from esbperf.run.step import RunContext, step_properties
+from esbperf.run.context import RunContext
+from esbperf.run.step import step_properties
 from esbperf.run.workers import ConsoleWatch, Layout, now_ms
 from esbperf.services import esb
 from esbperf.services.console import statistics
@@ -35,6 +36,7 @@ FOLDER = ".warmup"   # the workers' logs come home here and are deleted: nothing
 MIN_PHASE_S = 2.0    # the least a target is loaded at each of its loads before the one it is judged at
 QUIET_MAX_S = 60     # how long the esb host may take to be quiet after the targets' warm-up
 QUIET_READINGS = 2   # ... as consecutive process readings (the monitor reads processes every 2 s)
+STILL_COMPILING = "still compiling"   # a JVM target's warm-up outcome beside steady's three
 
 
 def first_steps(steps: list[plans.Step]) -> dict[str, plans.Step]:
@@ -51,15 +53,25 @@ def loads(plan: plans.Plan, targets: Mapping[str, topology.Target]) -> dict[str,
             for name, t in targets.items()}
 
 
-def warm_verdict(found: dict, horizon_s: float) -> dict:
+def warm_verdict(found: dict, horizon_s: float, compiler: dict | None = None) -> dict:
     """A target's verdict from its warm-up's watch (step.json `target_warm`): `settled` True when
-    settled, False when still moving — the one answer that spoils its steps — and None when not
-    resolved; `outcome` says which in words."""
+    warm — its throughput settled and, for a JVM, its compiler quiet (`compiler`: the gate's record,
+    gauge.CompilerGate) —, False when its throughput is still moving or its compiler still busy at
+    the end — the answers that spoil its steps — and None when not resolved; `outcome` says which
+    in words."""
     outcome = found.get("outcome", steady.SETTLED if found["steady"] else steady.UNRESOLVED)
-    settled = True if outcome == steady.SETTLED else False if outcome == steady.MOVING else None
-    return {"settled": settled, "outcome": outcome, "reason": found["reason"], "horizon_s": horizon_s,
+    reason = found["reason"]
+    if compiler is not None and compiler.get("quiet") is False and outcome != steady.MOVING:
+        # However its throughput reads, a JVM whose compiler is still at work is not warm.
+        outcome = STILL_COMPILING
+        reason = (f"its compiler still busy: {compiler['percent']:g} % of a core over the last "
+                  f"{gauge.COMPILER_WINDOW_S} s (quiet: {gauge.COMPILER_QUIET_PERCENT:g} % or less); its throughput "
+                  + reason.removeprefix("settled: "))
+    settled = True if outcome == steady.SETTLED else False if outcome in (steady.MOVING, STILL_COMPILING) else None
+    return {"settled": settled, "outcome": outcome, "reason": reason, "horizon_s": horizon_s,
             **{k: found[k] for k in ("judged_s", "slope_per_min", "low", "high", "resolve_s", "machine_coef")
                if k in found},
+            **({"compiler": compiler} if compiler is not None else {}),
             "bucket_s": found["interval_s"], "tps": found["tps"],
             **({"machine": found["machine"]} if "machine" in found else {})}
 
@@ -122,12 +134,18 @@ def warm_targets(ctx: RunContext, watch: ConsoleWatch, steps: list[plans.Step],
             continue
         phases = loads_of(target, first, [*steps, *ctx.also_warm], plan)
         share = max(MIN_PHASE_S, least / len(phases))
+        started, started_ms = time.monotonic(), now_ms()
         for n, load in enumerate(phases):
             began = time.monotonic()
             last = n == len(phases) - 1   # the first step's load, last: it goes on until settled
+            # Each load at least its share, and on until the target's compiler is quiet (a JIT compiles
+            # the paths each load takes), within the plan's most: what is left of it, less the shares of
+            # the loads still to come, split among this one and them.
+            left = most - (began - started) - share * (len(phases) - 1 - n)
+            cap = max(share, left if last else left / (len(phases) - n))
             try:
-                totals, verdict = _load(ctx, watch, load, share, max(share, most - share * n) if last else share,
-                                        plan.target_horizon(kind))
+                totals, verdict = _load(ctx, watch, load, share, cap, plan.target_horizon(kind), judged=last,
+                                        compiler_since_ms=started_ms)
             except (StepProblem, EsbperfError) as e:
                 raise EsbperfError(f"warming target {target} up failed: {_why(e)}; `esbperf run --resume {ctx.dir}` "
                                    "tries again once that is fixed") from None
@@ -135,13 +153,18 @@ def warm_targets(ctx: RunContext, watch: ConsoleWatch, steps: list[plans.Step],
                          "users": load.users, **({"rate": load.rate} if load.rate is not None else {}),
                          "least_s": round(share, 1), "seconds": round(time.monotonic() - began, 1),
                          "transactions": totals.get("Tests") or 0, "errors": totals.get("Errors") or 0,
+                         **({"compiler": verdict["compiler"]} if "compiler" in verdict and not last else {}),
                          **({"fork": first.fork} if first.fork is not None else {})})
             how = ""
             if last:
                 done[-1].update(steady=verdict["settled"], **{k: v for k, v in verdict.items() if k != "settled"})
                 verdicts[target] = {**{k: v for k, v in verdict.items() if k not in ("account", "tps", "machine")},   # run.json keeps them once
                                     **({"fork": first.fork} if first.fork is not None else {})}
+                if isinstance(verdicts[target].get("compiler"), dict):
+                    verdicts[target]["compiler"] = {k: v for k, v in verdicts[target]["compiler"].items() if k != "series"}
                 how = f" ({verdict['reason']})"
+            elif isinstance(verdict.get("compiler"), dict) and verdict["compiler"].get("quiet") is not None:
+                how = f" (compiler {'quiet' if verdict['compiler']['quiet'] else 'still busy'})"
             echo(f"warmed {target} up: {load.describe_load()} for {done[-1]['seconds']:g} s{how}, "
                  f"{done[-1]['transactions']} transactions, {done[-1]['errors']} errors")
     return done
@@ -155,16 +178,20 @@ def _why(e: StepProblem | EsbperfError) -> str:
 def warm_workers(ctx: RunContext, watch: ConsoleWatch, step: plans.Step, seconds: float) -> None:
     """Load `step`'s target at its load for `seconds`, unjudged: new warm workers compile meanwhile."""
     try:
-        _load(ctx, watch, step, seconds, seconds, seconds)
+        _load(ctx, watch, step, seconds, seconds, seconds, judged=False, compiler=False)
     except (StepProblem, EsbperfError) as e:
         raise EsbperfError(f"warming the workers up failed: {_why(e)}; `esbperf run --resume {ctx.dir}` tries "
                            "again once that is fixed") from None
 
 
 def _load(ctx: RunContext, watch: ConsoleWatch, step: plans.Step, seconds: float,
-          most_s: float, horizon_s: float) -> tuple[dict, dict]:
+          most_s: float, horizon_s: float, judged: bool = True, compiler: bool = True,
+          compiler_since_ms: int | None = None) -> tuple[dict, dict]:
     """The workers of `step` (the run's: warm ones warm up with the target) for `seconds` after their
-    first report, and on until settled over `horizon_s` (steady.settling), at most `most_s`; the
+    first report, and on until settled over `horizon_s` (steady.settling; not `judged`: its
+    throughput is not asked) and, with `compiler`, the target's compiler quiet (gauge.CompilerGate:
+    its readings since `compiler_since_ms`, default this load's first report: a compiler quiet at the
+    end of the load before and quiet under this one has been quiet throughout), at most `most_s`; the
     console's totals and the verdict."""
     processes, threads = ctx.plan.processes_threads(step.users, len(ctx.agents))
     log_folder = collect.step_log_folder(ctx.dir.name, Path("warmup") / step.target / step.scenario, str(now_ms()))
@@ -175,16 +202,24 @@ def _load(ctx: RunContext, watch: ConsoleWatch, step: plans.Step, seconds: float
         # Judged over what it has, at most the horizon: a fixed warm-up shorter than its horizon too.
         bucket = steady.SETTLE_BUCKET_S
         pace = machine_pace(ctx.testbed, max(seconds, most_s) + 60)
+        jit = gauge.compiler_of(ctx, step.target) if compiler else None
+        quiet = None if jit is None else gauge.CompilerGate(jit, compiler_since_ms or first.first_report_ms)
+        judge = ((lambda tps, _mean, machine: steady.settling(tps, bucket, horizon_s, machine)) if judged else
+                 (lambda *_: steady.Steadiness(True, "not judged: a load before the one the target is judged at")))
         try:
             found = watch.until_steady(first.workers, first.first_report_ms + int(seconds * 1000),
                                        first.first_report_ms + int(max(seconds, most_s) * 1000),
-                                       bucket, horizon_s, f"warming {step.target} up",
-                                       judge=lambda tps, _mean, machine: steady.settling(tps, bucket, horizon_s, machine),
-                                       machine=pace)
+                                       bucket, horizon_s, f"warming {step.target} up", judge=judge,
+                                       machine=pace, ready=quiet)
         finally:
             if pace is not None:
                 pace.close()
-        verdict = warm_verdict(found, horizon_s)
+        record = None
+        if quiet is not None:
+            record = quiet.record()
+            if found.get("start_ms") and not record.get("native"):
+                record["series"] = jit.series(found["start_ms"], bucket, len(found["tps"]))
+        verdict = warm_verdict(found, horizon_s, record)
         target = ctx.targets[step.target]
         if target.kind == "esb" and target.esb:   # an engine that keeps an account: what it said at the verdict
             account = esb.read_account(target.esb, *target.address)
@@ -207,7 +242,7 @@ def wait_quiet(ctx: RunContext, echo: Callable[[str], None]) -> dict | None:
     QUIET_MAX_S: an engine just warmed compiles on for a while, and a step measured meanwhile
     against another target shares its host's CPU with it. What was seen, for run.json; None when
     there is no esb-host monitor to ask."""
-    engines_there = neighbours.on_esb_host(ctx)
+    engines_there = gauge.on_esb_host(ctx)
     if engines_there is None:
         return None
     seen = engines_there.wait(now_ms(), QUIET_READINGS, QUIET_MAX_S, sleep_s=1)

@@ -41,6 +41,7 @@ REPORT_KEY = "grinder.reportToConsole.interval"
 REPORTS_PER_SAMPLE, MIN_REPORT_MS = 5, 50
 REPORT_INTERVAL_MS = 500     # Grinder's default
 STEADY_POLL_S = 0.1         # how often an automatic warm-up looks for the console's next sample
+READY_EVERY_S = 1.0         # ... and asks its `ready` gate before the load is steady
 # The console's per-sample mean response time in µs, as scenario.py registers it; a user's script
 # without it is watched by Grinder's whole-ms mean.
 MEAN_US, MEAN_MS = "Response us mean", "Mean Test Time (ms)"
@@ -198,8 +199,9 @@ class ConsoleWatch:
         with `steady` and `reason`), no sooner than `earliest_ms` and no later than `latest_ms`; whether
         they were, why not, and the series judged. `machine`: the machine's speed beside the load
         (wander.Pace), its speeds in the same buckets given to the judge and kept with the series.
-        `ready`: asked once the load is steady, and the watch goes on, the load judged afresh with each
-        interval, until it says yes too (the esb host's other engines quiet: esbperf/run/neighbours.py).
+        `ready`: asked with each interval, and a steady load watched on, judged afresh with each
+        interval, until it says yes too (the target's compiler quiet, the esb host's other engines
+        quiet: esbperf/run/gauge.py). `start_ms` in what it returns: where the series' first bucket begins.
 
         The series are counted by time from the console's cumulative totals (steady.bucket_rates),
         in buckets of `interval_s`: not from its per-sample figures, which hold one worker report
@@ -212,7 +214,7 @@ class ConsoleWatch:
         speeds: list[float | None] | None = None
         totals: dict = {}
         verdict: Any = steady.Steadiness(False, "no whole interval yet")
-        waiting = False
+        waiting, asked_at = ready is not None, float("-inf")
         while now_ms() < latest_ms:
             totals = statistics(self.call(self.client.data))
             polls.append((now_ms(), totals.get("Tests") or 0, _time_sum(totals)))
@@ -221,16 +223,21 @@ class ConsoleWatch:
                 tps, mean_us = found, means
                 speeds = None if machine is None else machine.speeds(polls[0][0], interval_s, len(tps))
                 verdict = judge(tps, mean_us, speeds)
-                waiting = verdict.steady and ready is not None and not ready()
+                # Asked as the intervals come, at most once a second (each answer costs the esb host's
+                # monitor a request), so that what it saw is known however the watch ends.
+                if ready is not None and (verdict.steady or time.monotonic() - asked_at >= READY_EVERY_S):
+                    asked_at, waiting = time.monotonic(), not ready()
                 if verdict.steady and not waiting:
                     break
-            reason = "steady; the esb host's other engines still busy" if waiting else verdict.reason
+            reason = "steady; waiting for the target's compiler or the esb host's other engines to be quiet" \
+                if verdict.steady and waiting else verdict.reason
             self.on_tick(f"{phase} (auto: {reason})", (latest_ms - now_ms()) / 1000, totals)
             self.watch(workers)
             time.sleep(STEADY_POLL_S)
         if verdict.steady and now_ms() < earliest_ms:
             self.wait_until(earliest_ms, phase, workers)
         found = {"steady": verdict.steady, "reason": verdict.reason, "interval_s": interval_s,
+                 "start_ms": round(polls[0][0]) if polls else None,
                  "tps": [round(v, 1) for v in tps], "mean_us": [None if v is None else round(v, 1) for v in mean_us]}
         if speeds is not None:
             found["machine"] = [None if v is None else round(v) for v in speeds]
