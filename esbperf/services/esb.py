@@ -32,7 +32,9 @@ from esbperf.core.project import ensure_built
 from esbperf.core.roles import BACKENDS
 from esbperf.services import jvm as gc
 
-HEAP = "1g"
+# Every JVM engine's heap, fixed (-Xms = -Xmx: it is never resized under load): the public rounds'
+# (WSO2's and esbperformance.org's gave every ESB 2 GB). esb-projects/README.md, "Sizing".
+HEAP = "2g"
 # Defence in depth for every XML parser of the JDK the ESBs use: no external DTDs, entities
 # or schemas (every ESB also refuses DOCTYPEs in the messages it parses).
 XML_SAFETY = ["-Djavax.xml.accessExternalDTD=", "-Djavax.xml.accessExternalSchema="]
@@ -133,7 +135,7 @@ def _copy_config(e: Engine, values: dict[str, str], workdir: Path) -> None:
 
 
 def command(name: str, host: str, port: int, backends: dict[str, str], workdir: Path, timeout_ms: int,
-            heap_limit: str | None = None, settings: dict[str, object] | None = None) -> list[str]:
+            heap: str = HEAP, settings: dict[str, object] | None = None) -> list[str]:
     """Prepare the engine's work folder (its config copies, its folders) and return the command that
     runs it in the foreground: a JVM engine's java with esbperf's options first, or its program."""
     e = engine(name)
@@ -142,8 +144,8 @@ def command(name: str, host: str, port: int, backends: dict[str, str], workdir: 
     _copy_config(e, values, workdir)
     arguments = [_fill(a, values, e.folder / engines.FILE) for a in e.arguments]
     if e.module:
-        return [procs.java_executable(), heap_limit or f"-Xmx{HEAP}", "-XX:+ExitOnOutOfMemoryError",
-                *gc.jvm_options(gc.log_path(workdir)), *XML_SAFETY,
+        return [procs.java_executable(), *gc.fixed_heap(heap, e.what), "-XX:+ExitOnOutOfMemoryError",
+                *gc.jvm_options(gc.log_path(workdir)), *gc.compiler_priority(), *XML_SAFETY,
                 *(_fill(o, values, e.folder / engines.FILE) for o in e.jvm_options),
                 "-cp", e.module.classpath(), e.main, *arguments]
     for path in [workdir, *workdir.rglob("*")]:
@@ -252,7 +254,9 @@ def describe(name: str, address: tuple[str, int] | None = None, started_with: di
     e = engine(name)
     record: dict = {"kind": e.kind, "version": version(e), "serves": list(e.serves) if e.serves else "all"}
     if e.module:
-        record.update(heap=HEAP, jvm_options=list(e.jvm_options), main=e.main, arguments=list(e.arguments))
+        record.update(heap=HEAP, heap_options=gc.fixed_heap(HEAP, e.what), jvm_options=list(e.jvm_options),
+                      compiler_priority=gc.compiler_priority(),
+                      main=e.main, arguments=list(e.arguments))
     else:
         record.update(command=[e.program, *e.arguments])
     account = read_account(name, *address) if address and e.account else None
@@ -325,7 +329,8 @@ def esb_process(name: str, host: str, port: int, backends: dict[str, str], workd
     if isinstance(backend_timeout_s, bool) or not isinstance(backend_timeout_s, int) or not 1 <= backend_timeout_s <= 3600:
         raise EsbperfError(f"back-end timeout must be 1-3600 s, got {backend_timeout_s!r}")
     backends = _check_backends(backends)
-    heap_limit = gc.heap_option(heap, "ESB") if e.module else None
+    if e.module:
+        gc.heap_option(heap, "ESB")   # a bad heap is refused before anything is prepared
     require_installed(name)
     procs.check_port_free(host, port, e.what)
     workdir = Path(workdir or state_dir() / "esb" / f"{name}-{port}")
@@ -336,7 +341,7 @@ def esb_process(name: str, host: str, port: int, backends: dict[str, str], workd
     if e.module:
         ensure_built(e.module)
         gc.mention(log, gc.log_path(workdir))
-    argv = command(name, host, port, backends, workdir, backend_timeout_s * 1000, heap_limit, settings)
+    argv = command(name, host, port, backends, workdir, backend_timeout_s * 1000, heap, settings)
     return procs.Process(f"esb {name}", argv, log, cwd=workdir)
 
 

@@ -12,6 +12,7 @@ CPU set, of one CPU (an emulated host pinned to one core), and results would cha
 with the pinning."""
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -24,6 +25,20 @@ COLLECTOR = "-XX:+UseG1GC"
 # ISO time for people; ms since the epoch to cut windows; uptime to see a restart.
 DECORATORS = "time,timemillis,uptimemillis,level,tags"
 _HEAP = re.compile(r"[1-9][0-9]*[kKmMgG]")
+# A JVM engine's JIT compiler threads ahead of its own threads on a busy core: HotSpot sets their
+# native priority (a nice value on Linux) when told to use native priorities. Under a saturating
+# load on one core, Spring Integration's C2 got 5.6 % of the core and the engine read half its warm
+# throughput after 120 s; with its compiler at nice -10 it compiled its path in ~45 s under the same
+# load (docs/benchmarks/warm-up.md). A warm engine's compiler is idle, so what is measured after the
+# warm-up is the same. Setting native priorities needs root (CAP_SYS_NICE): without it HotSpot warns
+# once and leaves every thread at its default — the warm-up then takes longer, and says so.
+# ESBPERF_COMPILER_PRIORITY=0 in the launcher's environment leaves it out (to measure without it).
+COMPILER_PRIORITY = ["-XX:ThreadPriorityPolicy=1", "-XX:CompilerThreadPriority=-10"]
+
+
+def compiler_priority() -> list[str]:
+    """The options that put a JVM engine's compiler threads first (COMPILER_PRIORITY), or none."""
+    return [] if os.environ.get("ESBPERF_COMPILER_PRIORITY", "1") == "0" else list(COMPILER_PRIORITY)
 
 
 def log_path(workdir: Path) -> Path:
@@ -36,6 +51,13 @@ def heap_option(heap: str, what: str) -> str:
     if not _HEAP.fullmatch(heap or ""):
         raise EsbperfError(f"{what} heap must look like 512m or 2g, got {heap!r}")
     return f"-Xmx{heap}"
+
+
+def fixed_heap(heap: str, what: str) -> list[str]:
+    """-Xms and -Xmx at the same size: a heap never resized under load (a JVM growing its heap while
+    warmed or measured reads slower for it)."""
+    limit = heap_option(heap, what)
+    return ["-Xms" + limit.removeprefix("-Xmx"), limit]
 
 
 def jvm_options(log: Path, *, file_count: int = FILE_COUNT, file_size: str = FILE_SIZE) -> list[str]:
