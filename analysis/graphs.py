@@ -579,7 +579,7 @@ def warmup_graphs(runs: list, labels: dict[tuple[str, str], str]) -> list[Graph]
     graphs = []
     for run in runs:
         tps_series, jit_series = [], []
-        for entry in run.info.get("target_warmup") or []:
+        for entry in (t for block in run.info.get("target_warmup") or [] for t in block.get("targets") or []):
             tps = entry.get("tps")
             if not isinstance(tps, list) or not tps:
                 continue

@@ -167,3 +167,26 @@ def test_a_jvm_whose_throughput_settled_is_not_warm_while_its_compiler_is_busy()
     assert native["settled"] is True
     moving = {**settled, "steady": False, "outcome": steady.MOVING, "reason": "still climbing: …"}
     assert warmup.warm_verdict(moving, 60, {"quiet": False, "percent": 9.5})["outcome"] == steady.MOVING
+
+
+def test_the_reports_warm_up_figure_draws_each_targets_throughput_and_compiler_from_run_json(tmp_path):
+    """run.json `target_warmup` (a block per warm-up, its targets' loads in turn; the last load of each
+    carries the series): one graph per run, a throughput panel and, where a JVM's compiler was read,
+    a compiler panel, one series per target and fork; a native engine's has no compiler series."""
+    from types import SimpleNamespace
+
+    from esbperf.analysis import graphs
+
+    judged = {"target": "camel", "fork": 1, "bucket_s": 1.0, "tps": [100.0, 2000.0, 4000.0],
+              "compiler": {"quiet": True, "series": [60.0, 20.0, 0.5]}}
+    info = {"target_warmup": [{"at": "…", "targets": [
+        {"target": "camel", "scenario": "proxy", "seconds": 3.0},               # a load before: no series
+        judged, {"target": "nginx", "bucket_s": 1.0, "tps": [9000.0, 9100.0, 9050.0],
+                 "compiler": {"quiet": None, "native": True}}]}]}
+    [graph] = graphs.warmup_graphs([SimpleNamespace(name="run-a", info=info)], {})
+    throughput, compiler = graph.panels
+    assert [s.label for s in throughput.series] == ["camel fork 1", "nginx"]
+    assert throughput.series[0].x == [1.0, 2.0, 3.0] and throughput.series[0].y == [100.0, 2000.0, 4000.0]
+    assert [s.label for s in compiler.series] == ["camel fork 1"] and compiler.series[0].y == [60.0, 20.0, 0.5]
+    assert graphs.warmup_graphs([SimpleNamespace(name="run-b", info={})], {}) == []
+    assert graphs.draw(graph, tmp_path)   # it draws
