@@ -113,17 +113,19 @@ def test_a_targets_compiler_holds_its_warm_up_until_ten_seconds_of_it_are_quiet(
         answers.append(gate())
     # Quiet once its newest ten readings (21-30 s) are at 0.5 %: the first answer at 1 s, yes at 30 s.
     assert m.now_ms == T0 + 30_000 and answers.count(False) == 29
-    assert gate.record() == {"quiet": True, "percent": 0.5, "waited_s": 29.0}
+    assert gate.record() == {"quiet": True, "percent": 0.5, "quiet_after_s": 29.0}
+    m.sleep(5)
+    assert gate() and gate.record()["quiet_after_s"] == 29.0     # asked on, quiet since
     assert gauge.Compiler(m.pull, SI).series(T0, 5.0, 6) == [40.0, 40.0, 40.0, 40.0, 0.5, 0.5]
     # Still compiling at the warm-up's end: the record says so, with the last window's share.
     busy = gauge.CompilerGate(gauge.Compiler(m.pull, SI), T0, clock=m.clock)
     m.now_ms = T0 + 15_000
-    assert not busy() and busy.record() == {"quiet": False, "percent": 40.0, "waited_s": 0.0}
+    assert not busy() and busy.record() == {"quiet": False, "percent": 40.0}
     # A warm-up shorter than the window, its compiler quiet in what there is: not told, not busy.
     m = patched(Monitor({SI: lambda t: 95}, jit={SI: lambda t: 0.2}))
     short = gauge.CompilerGate(gauge.Compiler(m.pull, SI), T0, clock=m.clock)
     m.now_ms = T0 + 6000
-    assert not short() and short.record() == {"quiet": None, "percent": 0.2, "waited_s": 0.0, "covered_s": 6.0}
+    assert not short() and short.record() == {"quiet": None, "percent": 0.2, "covered_s": 6.0}
 
 
 def test_an_engine_without_a_compiler_and_a_monitor_that_does_not_answer_hold_nothing(patched):
@@ -157,9 +159,9 @@ def test_a_jvm_whose_throughput_settled_is_not_warm_while_its_compiler_is_busy()
 
     settled = {"steady": True, "outcome": steady.SETTLED, "reason": "settled: +0.4 %/min over the last 60 s (…)",
                "interval_s": 1.0, "tps": [4000.0] * 60}
-    warm = warmup.warm_verdict(settled, 60, {"quiet": True, "percent": 0.3, "waited_s": 12.0})
+    warm = warmup.warm_verdict(settled, 60, {"quiet": True, "percent": 0.3, "quiet_after_s": 12.0})
     assert warm["settled"] is True and warm["compiler"]["quiet"] is True
-    busy = warmup.warm_verdict(settled, 60, {"quiet": False, "percent": 9.5, "waited_s": 40.0})
+    busy = warmup.warm_verdict(settled, 60, {"quiet": False, "percent": 9.5})
     assert busy["settled"] is False and busy["outcome"] == warmup.STILL_COMPILING
     assert busy["reason"].startswith("its compiler still busy: 9.5 % of a core over the last 10 s (quiet: 2 % or less)")
     assert "+0.4 %/min" in busy["reason"]

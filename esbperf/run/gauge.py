@@ -173,7 +173,7 @@ class CompilerGate:
 
     def __init__(self, compiler: Compiler, since_ms: int, clock: Callable[[], float] = time.monotonic):
         self.compiler, self.since_ms, self.clock = compiler, since_ms, clock
-        self.asked = self.first_busy = self.quiet_at = None
+        self.asked = self.quiet_at = None
         self.percent: float | None = None
         self.covered = 0.0
         self.native = False
@@ -196,14 +196,14 @@ class CompilerGate:
         self.percent = round(percent, 2)
         self.covered = covered
         quiet = covered >= COMPILER_WINDOW_S and percent <= COMPILER_QUIET_PERCENT
-        if not quiet and self.first_busy is None:
-            self.first_busy = now
-        self.quiet_at = now if quiet else None
+        # When it went quiet (and has stayed so since): what it held the warm-up for.
+        self.quiet_at = (self.quiet_at if self.quiet_at is not None else now) if quiet else None
         return quiet
 
     def record(self) -> dict:
-        """{"quiet": True/False/None, "percent": the last window's share of one core, "waited_s": how
-        long it held the warm-up}: quiet False only when the compiler read busy (above the line), None
+        """{"quiet": True/False/None, "percent": the last window's share of one core, "quiet_after_s":
+        when it went quiet for good, counted from the first time it was asked (0: quiet from the
+        start)}: quiet False only when the compiler read busy (above the line), None
         when never asked, when the monitor did not answer, or when its readings were quiet but fewer
         than COMPILER_WINDOW_S (`covered_s`: a warm-up shorter than that); {"native": True} for an
         engine without a compiler."""
@@ -211,11 +211,10 @@ class CompilerGate:
             return {"quiet": None, "native": True}
         if self.asked is None or self.error:
             return {"quiet": None, **({"error": self.error} if self.error else {})}
-        end = self.quiet_at if self.quiet_at is not None else self.clock()
         quiet = True if self.quiet_at is not None else \
             False if self.percent is not None and self.percent > COMPILER_QUIET_PERCENT else None
         return {"quiet": quiet, "percent": self.percent,
-                "waited_s": round(end - self.first_busy, 1) if self.first_busy is not None else 0.0,
+                **({"quiet_after_s": round(self.quiet_at - self.asked, 1)} if quiet else {}),
                 **({"covered_s": round(self.covered, 1)} if quiet is None else {})}
 
 
