@@ -398,6 +398,12 @@ WORKER_JIT_S = 10
 # else). The runner waits for the esb host to be this quiet after the targets' warm-up; the
 # analysis names a step whose neighbours were busier on average in its window.
 NEIGHBOURS_BUSY_PERCENT = 5.0
+# A JVM target's JIT compiler is busy above this, % of one core on average: over its last 10 s for its
+# warm-up to end (esbperf/run/gauge.py), over a step's window for the analysis (`compiler-busy`). Once
+# the compiler of Camel, Synapse or Spring Integration had gone quiet, its 10-s means read at most
+# 2.9 % (99th percentile 2.4 %, 819 windows: an odd recompile of a fifth of a second); while it still
+# compiled, 10 % and more (5th percentile 16 %) (docs/benchmarks/warm-up.md).
+COMPILER_BUSY_PERCENT = 5.0
 
 
 # --- arrivals ----------------------------------------------------------------------------------

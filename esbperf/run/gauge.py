@@ -36,10 +36,9 @@ from esbperf.services import monitor
 READING_MS = 2000       # the monitor reads processes every 2 s: the newest reading is at most this old
 JIT_READING_MS = 1000   # ... and their compilers every second, each reading the second before it
 NO_READINGS_S = 2 * READING_MS / 1000 + 1   # a monitor silent on processes this long reads none
-# The compiler is quiet at or below this share of one core over the last COMPILER_WINDOW_S: a warm
-# engine's compiler under its steady load reads 0-0.4 % here (docs/benchmarks/warm-up.md), one still
-# compiling its path 5-25 %.
-COMPILER_QUIET_PERCENT = 2.0
+# The compiler is quiet at or below this share of one core over the last COMPILER_WINDOW_S (steady.py
+# says why this line).
+COMPILER_QUIET_PERCENT = steady.COMPILER_BUSY_PERCENT
 COMPILER_WINDOW_S = 10
 
 Pull = Callable[[int, int], tuple[list[monitor.Sample], str | None]]   # (from_ms, to_ms) -> (samples, error)
