@@ -5,6 +5,8 @@ which readings are judged, when a wait ends, when a target's compiler is quiet, 
 records of it."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from esbperf.core import steady
@@ -176,8 +178,6 @@ def test_the_reports_warm_up_figure_draws_each_targets_throughput_and_compiler_f
     """run.json `target_warmup` (a block per warm-up, its targets' loads in turn; the last load of each
     carries the series): one graph per run, a throughput panel and, where a JVM's compiler was read,
     a compiler panel, one series per target and fork; a native engine's has no compiler series."""
-    from types import SimpleNamespace
-
     from esbperf.analysis import graphs
 
     judged = {"target": "camel", "fork": 1, "bucket_s": 1.0, "tps": [100.0, 2000.0, 4000.0],
@@ -193,3 +193,23 @@ def test_the_reports_warm_up_figure_draws_each_targets_throughput_and_compiler_f
     assert [s.label for s in compiler.series] == ["camel fork 1"] and compiler.series[0].y == [60.0, 20.0, 0.5]
     assert graphs.warmup_graphs([SimpleNamespace(name="run-b", info={})], {}) == []
     assert graphs.draw(graph, tmp_path)   # it draws
+
+
+def test_a_target_is_warmed_under_its_heaviest_loads_first_and_its_first_steps_load_last():
+    """The demo's Camel: its compiler still busy after 6-9 s at each 1-user load, quiet after 7 s at
+    320 users: the loads it will be measured at, the most users (then the highest rate) first, each
+    once, and last the load of its first step, the one it is judged at."""
+    from esbperf.core import plan as plans
+    from esbperf.run import warmup
+
+    def step(size: int, users: int, rate: float | None = None, target: str = "camel") -> plans.Step:
+        return plans.Step("proxy", size, users, 1, target=target, rate=rate)
+
+    first = step(1024, 1)
+    steps = [first, step(1024, 1, target="direct"), step(102400, 1), step(102400, 1), step(102400, 20),
+             step(102400, 320), step(102400, 150, 600.0), step(102400, 150, 1200.0)]
+    plan = SimpleNamespace(script=None)
+    loads = warmup.loads_of("camel", first, steps, plan)
+    assert [(s.payload_bytes, s.users, s.rate) for s in loads] == [
+        (102400, 320, None), (102400, 150, 1200.0), (102400, 150, 600.0), (102400, 20, None), (102400, 1, None),
+        (1024, 1, None)]
