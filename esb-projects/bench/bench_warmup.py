@@ -22,8 +22,9 @@ jvm.py COMPILER_PRIORITY); a shape named with `-plain` (saturate-plain, ...) sta
 Each window's compiler CPU is read from the process's own threads (/proc/PID/task/*/stat, the
 threads HotSpot names "C1 CompilerThread*" and "C2 CompilerThread*"). After the shape: 20 s idle
 (the compiler's backlog shows as CPU there), then 30 s of saturating load in 5-s windows, whose
-median is the level the process reached. A shape is judged against `--reference-seconds` of the
-onoff shape on a process of its own (the "warmed 10 minutes" level). One CSV row per window
+median is the level the process reached. A shape is judged against a process of its own loaded
+saturating for `--reference-seconds` over every scenario in turn, then measured at each (the
+"warmed 10 minutes" level). One CSV row per window
 (--csv); the table printed at the end: per engine, scenario and shape, the seconds until the
 compiler was quiet for good, and the level after ÷ the long-warmed one."""
 from __future__ import annotations
@@ -45,6 +46,7 @@ from esbperf.run import crosscheck, wander, wrk
 from esbperf.testbed import emulated, services
 
 WINDOW_S = 5
+REFERENCE = "saturate-long"   # the long-warmed process's shape: as shipped, saturating
 QUIET_SHARE = 0.05      # the compiler at or below 5 % of a core over 10 s is quiet (esbperf/core/steady.py)
 PAUSE_S = 20
 AFTER_WINDOWS = 6
@@ -118,11 +120,13 @@ def idle(seconds: float) -> None:
     time.sleep(seconds)
 
 
-def run_process(testbed, engine: str, scenario: str, shape: str, seconds: float, users: int, restart,
-                rows: list[dict], process: int) -> dict:
-    """One fresh process loaded in `shape` for `seconds`, then paused and measured; its summary."""
+def run_process(testbed, engine: str, scenarios: list[str], shape: str, seconds: float, users: int, restart,
+                rows: list[dict], process: int) -> list[dict]:
+    """One fresh process loaded in `shape` for `seconds` (its windows taking `scenarios` in turn),
+    then paused and measured at each scenario; a summary per scenario."""
     target = testbed.target(engine)
-    base, requests = crosscheck.step_requests(target, plans.Step(scenario, 1024, users, 1, target=engine), None, "")
+    requests = {sc: crosscheck.step_requests(target, plans.Step(sc, 1024, users, 1, target=engine), None, "")
+                for sc in scenarios}
     kind, plain = shape.removesuffix("-plain"), shape.endswith("-plain")
     if plain:
         os.environ["ESBPERF_COMPILER_PRIORITY"] = "0"
@@ -131,24 +135,27 @@ def run_process(testbed, engine: str, scenario: str, shape: str, seconds: float,
     finally:
         os.environ.pop("ESBPERF_COMPILER_PRIORITY", None)
     born = time.monotonic()
+    named = "+".join(scenarios)
 
-    def row(phase: str, tps: float | None, cpu: dict) -> dict:
+    def row(phase: str, scenario: str, tps: float | None, cpu: dict) -> dict:
         r = {"engine": engine, "scenario": scenario, "shape": shape, "process": process, "phase": phase,
              "t_s": round(time.monotonic() - born, 1), "tps": None if tps is None else round(tps, 1),
              **{k if k in ("machine", "gc_ms", "heap_mb") else f"{k}_s": round(v, 3) for k, v in cpu.items()}}
         rows.append(r)
         return r
 
-    began = time.monotonic()
+    began, n = time.monotonic(), 0
     while time.monotonic() - began < seconds:
+        scenario = scenarios[n % len(scenarios)]
+        n += 1
         w = Window(pid)
         connections = 2 if kind == "low" else users
-        tps = load(base, requests, testbed, connections, WINDOW_S)
-        row("warm", tps, w.close())
+        tps = load(*requests[scenario], testbed, connections, WINDOW_S)
+        row("warm", scenario, tps, w.close())
         if kind == "onoff":
             w = Window(pid)
             idle(WINDOW_S)
-            row("gap", None, w.close())
+            row("gap", named, None, w.close())
         elif kind == "gapped":
             waited = 0.0
             last = rows[-1]
@@ -156,22 +163,24 @@ def run_process(testbed, engine: str, scenario: str, shape: str, seconds: float,
                 w = Window(pid)
                 idle(1)
                 waited += 1
-                last = row("gap", None, w.close())
+                last = row("gap", named, None, w.close())
     w = Window(pid)
     idle(PAUSE_S)
-    paused = row("pause", None, w.close())
-    after = []
-    for _ in range(AFTER_WINDOWS):
-        w = Window(pid)
-        after.append(load(base, requests, testbed, users, WINDOW_S))
-        row("after", after[-1], w.close())
-    mine = [r for r in rows if r["process"] == process and r["engine"] == engine and r["scenario"] == scenario
-            and r["shape"] == shape]
-    return {"engine": engine, "scenario": scenario, "shape": shape, "process": process,
-            "quiet_s": quiet_since(mine), "last_warm_tps": last_warm(mine),
-            "pause_compiler_s": round(paused["c1_s"] + paused["c2_s"], 2),
-            "after_tps": round(statistics.median(after), 1),
-            "after_cov": round(statistics.stdev(after) / statistics.fmean(after), 4)}
+    paused = row("pause", named, None, w.close())
+    mine = [r for r in rows if r["process"] == process and r["engine"] == engine and r["shape"] == shape]
+    found = []
+    for scenario in scenarios:
+        after = []
+        for _ in range(AFTER_WINDOWS):
+            w = Window(pid)
+            after.append(load(*requests[scenario], testbed, users, WINDOW_S))
+            row("after", scenario, after[-1], w.close())
+        found.append({"engine": engine, "scenario": scenario, "shape": shape, "process": process,
+                      "quiet_s": quiet_since(mine), "last_warm_tps": last_warm([r for r in mine if r["scenario"] == scenario]),
+                      "pause_compiler_s": round(paused["c1_s"] + paused["c2_s"], 2),
+                      "after_tps": round(statistics.median(after), 1),
+                      "after_cov": round(statistics.stdev(after) / statistics.fmean(after), 4)})
+    return found
 
 
 def quiet_since(rows: list[dict]) -> float | None:
@@ -212,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shapes", default="saturate,onoff")
     p.add_argument("--processes", type=int, default=2)
     p.add_argument("--seconds", type=float, default=120)
-    p.add_argument("--reference-seconds", type=float, default=0, help="onoff on a process of its own this long: the warm level (0: none)")
+    p.add_argument("--reference-seconds", type=float, default=0,
+                   help="a process of its own loaded this long over every scenario in turn: the warm level (0: none)")
     p.add_argument("--users", type=int, default=20)
     p.add_argument("--testbed", default="emulated")
     p.add_argument("--csv", type=Path)
@@ -230,23 +240,22 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 restart = services.esb_restarter(group, testbed)
                 n = 0
-                for scenario in args.scenarios.split(","):
-                    plan = [(shape, args.seconds) for shape in args.shapes.split(",")] * args.processes
-                    if args.reference_seconds:
-                        plan.append(("reference", args.reference_seconds))
-                    for shape, seconds in plan:
-                        n += 1
-                        s = run_process(testbed, engine, scenario, "onoff" if shape == "reference" else shape,
-                                        seconds, args.users, restart, rows, n)
-                        s["shape"] = shape
+                scenarios = args.scenarios.split(",")
+                plan = [([sc], shape, args.seconds) for sc in scenarios for _ in range(args.processes)
+                        for shape in args.shapes.split(",")]
+                if args.reference_seconds:   # one process warmed that long over every scenario in turn
+                    plan.append((scenarios, REFERENCE, args.reference_seconds))
+                for these, shape, seconds in plan:
+                    n += 1
+                    for s in run_process(testbed, engine, these, shape, seconds, args.users, restart, rows, n):
                         summaries.append(s)
                         print(" ".join(f"{k}={v}" for k, v in s.items()), flush=True)
-                        if args.csv:
-                            write(args.csv, rows)
+                    if args.csv:
+                        write(args.csv, rows)
             finally:
                 group.stop_all()
         Window.pace.close()
-    print(table(summaries))
+    print(table(summaries, rows))
     return 0
 
 
@@ -257,21 +266,56 @@ def write(path: Path, rows: list[dict]) -> None:
         w.writerows(rows)
 
 
-def table(summaries: list[dict]) -> str:
+def machine_adjusted(rows: list[dict]) -> dict[tuple, float]:
+    """Each process's level after the pause at one machine speed: its after-windows' throughput times
+    (M ÷ the probe's reading)^k, where M is the median reading over all of an engine's after-windows
+    and k the engine's power of the machine's speed in them (least squares of log TPS on log speed,
+    each scenario its own intercept). The machine's speed moves an engine's throughput by ±20 % from
+    one 5-s window to the next here; a level compared across processes minutes apart needs it taken out.
+    By (engine, scenario, process)."""
+    import numpy as np
+
+    out: dict[tuple, float] = {}
+    for engine in {r["engine"] for r in rows}:
+        after = [r for r in rows if r["engine"] == engine and r["phase"] == "after" and r.get("machine")]
+        if len(after) < 6:
+            continue
+        scenarios = sorted({r["scenario"] for r in after})
+        x = np.array([[np.log(r["machine"])] + [r["scenario"] == sc for sc in scenarios] for r in after], float)
+        y = np.log([r["tps"] for r in after])
+        k = float(np.linalg.lstsq(x, y, rcond=None)[0][0])
+        m0 = float(np.median([r["machine"] for r in after]))
+        levels: dict[tuple, list[float]] = {}
+        for r in after:
+            levels.setdefault((engine, r["scenario"], r["process"]), []).append(r["tps"] * (m0 / r["machine"]) ** k)
+        out.update({key: float(np.median(v)) for key, v in levels.items()})
+        out[(engine, "k")] = k
+    return out
+
+
+def table(summaries: list[dict], rows: list[dict]) -> str:
+    adjusted = machine_adjusted(rows)
     lines = ["| engine | scenario | shape | processes | compiler quiet at (s) | TPS end of shape | TPS after pause "
-             "| after ÷ reference | compiler in pause (s) |", "|---|---|---|---:|---|---|---|---|---|"]
+             "| after ÷ reference | the same, the machine's speed taken out | compiler in pause (s) |",
+             "|---|---|---|---:|---|---|---|---|---|---|"]
     groups: dict[tuple, list[dict]] = {}
     for s in summaries:
         groups.setdefault((s["engine"], s["scenario"], s["shape"]), []).append(s)
     for (engine, scenario, shape), found in groups.items():
-        ref = groups.get((engine, scenario, "reference"))
+        ref = groups.get((engine, scenario, REFERENCE))
         level = statistics.median(r["after_tps"] for r in ref) if ref else None
         fmt = lambda vs: ", ".join("-" if v is None else f"{v:g}" for v in vs)
         ratio = fmt(round(s["after_tps"] / level, 3) for s in found) if level else "-"
+        ref_adjusted = [adjusted.get((engine, scenario, r["process"])) for r in ref or []]
+        base = statistics.median(ref_adjusted) if ref_adjusted and None not in ref_adjusted else None
+        mine = [adjusted.get((engine, scenario, s["process"])) for s in found]
+        ratio_adjusted = fmt(None if v is None else round(v / base, 3) for v in mine) if base else "-"
         lines.append(f"| {engine} | {scenario} | {shape} | {len(found)} | {fmt(s['quiet_s'] for s in found)} | "
                      f"{fmt(s['last_warm_tps'] for s in found)} | {fmt(s['after_tps'] for s in found)} | {ratio} | "
-                     f"{fmt(s['pause_compiler_s'] for s in found)} |")
-    return "\n".join(lines)
+                     f"{ratio_adjusted} | {fmt(s['pause_compiler_s'] for s in found)} |")
+    powers = ", ".join(f"{e} {adjusted[(e, 'k')]:.2f}" for e in sorted({k[0] for k in adjusted if k[1] == 'k'}))
+    return "\n".join(lines) + (f"\n\n(the throughput's power of the machine's speed, after the pause: {powers})"
+                               if powers else "")
 
 
 if __name__ == "__main__":
