@@ -11,12 +11,14 @@ cell the published files hold.
 
 A deliberate change of a warning's words rewrites the pinned file: ESBPERF_WRITE_PINNED=1, then read
 its diff. A new rule (a row of analysis/validity.py's RULES) needs a fault here that trips it (in
-`_faulty`: the summary columns it reads), and the pin rewritten."""
+`_faulty`: the summary columns it reads), the pin rewritten, and a line in docs/report.md's table of
+warnings, which must name every rule and no other, and say of each what the rule spoils."""
 from __future__ import annotations
 
 import csv
 import json
 import os
+import re
 from pathlib import Path
 
 import polars as pl
@@ -238,3 +240,29 @@ def test_the_pinned_cases_trip_every_rule(found):
     kinds = {w["kind"] for case in found["cases"].values() for w in case["warnings"]}
     assert kinds == {rule.kind for rule in RULES}
 
+
+def report_table() -> dict[str, str]:
+    """docs/report.md's table of validity warnings: each kind its first column names, with what its
+    third says of the steps the warning names."""
+    text = (ROOT / "docs" / "report.md").read_text(encoding="utf-8")
+    section = text[text.index("\n## Validity warnings"):]
+    section = section[:section.index("\n## ", 1)]
+    table: dict[str, str] = {}
+    for line in section.splitlines():
+        if not line.startswith("| `"):
+            continue
+        kinds, _, steps = [cell.strip() for cell in line.strip().strip("|").split(" | ")]
+        for kind in re.findall(r"`([^`]+)`", kinds):
+            assert kind not in table, f"docs/report.md names {kind} twice"
+            table[kind] = steps
+    return table
+
+
+def test_the_reports_table_of_warnings_has_a_line_for_every_rule_and_no_other():
+    table = report_table()
+    rules = {rule.kind: rule for rule in RULES}
+    assert not set(rules) - set(table), f"rules with no line in docs/report.md: {sorted(set(rules) - set(table))}"
+    assert not set(table) - set(rules), f"docs/report.md names warnings no rule gives: {sorted(set(table) - set(rules))}"
+    for kind, steps in table.items():
+        said = re.match(r"(not valid|valid|none)\b", steps.replace("**", ""))
+        assert said and said.group(1) == rules[kind].spoils, (kind, rules[kind].spoils, steps[:60])
