@@ -12,21 +12,17 @@ import html
 import itertools
 import json
 import math
-import os
 import re
-import shutil
-import subprocess
-from pathlib import Path
 from types import SimpleNamespace
 
 import polars as pl
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
+from conftest import CHROMIUM, render_with_probe
 from esbperf.analysis import forks, graphs, page, synthetic, verdicts
 from esbperf.analysis.report import build_report
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 PAGE_WIDTH_PX = 1250        # page.py's body max-width: a graph wider than this is shrunk
 
 
@@ -172,28 +168,11 @@ window.addEventListener("load", () => {
 </script>"""
 
 
-def measure(report_dir: Path, scratch: Path) -> dict:
-    """Render a copy of report.html with PROBE appended at 1400 px; what PROBE measured."""
-    probe = scratch / "probe"
-    shutil.copytree(report_dir, probe)
-    html_text = (probe / "report.html").read_text()
-    (probe / "probe.html").write_text(html_text.replace("</body>", PROBE + "</body>"))
-    result = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={scratch / 'profile'}", "--window-size=1400,2000", "--virtual-time-budget=10000",
-         "--dump-dom", (probe / "probe.html").as_uri()],
-        capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(scratch)})
-    found = re.search(r'<pre id="probe-result">(.*?)</pre>', result.stdout, re.S)
-    assert found, result.stderr[-2000:]
-    return json.loads(html.unescape(found.group(1)))
-
-
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (make test installs it)")
 def test_at_1400_px_no_header_or_label_is_narrower_than_its_longest_word(report, tmp_path):
     out, _ = report
     assert "<script" not in (out / "report.html").read_text()        # the page itself stays script-free
-    measured = measure(out, tmp_path)
+    measured = render_with_probe(out, tmp_path, PROBE, (1400, 2000))
     assert measured["body"] == PAGE_WIDTH_PX and not measured["scrolls"]   # wide tables scroll in their own box
     cells = measured["cells"]
     assert len(cells) > 150 and {"series", "payload", "marks", "camel", "100KB"} <= {c["text"] for c in cells}
