@@ -37,6 +37,7 @@ def test_a_plan_of_forks_runs_each_fork_of_every_target_in_a_folder_of_its_own(t
         plans.load(write_plan(tmp_path / "zero.yaml", FORKED_PLAN, forks=0))
 
 
+@pytest.mark.slow   # its fixtures start the console, two agents and the echoes (JVMs)
 def test_a_run_of_forks_without_a_launcher_is_refused_in_one_line(grinder, echoes, testbed_file, tmp_path):
     plan = plans.load(write_plan(tmp_path / "unlaunched.yaml", FORKED_PLAN))
     with pytest.raises(EsbperfError, match="runs 2 forks.*esbperf's launcher"):

@@ -287,6 +287,7 @@ def test_unknown_target_lists_the_known_ones(testbed_file):
         topology.load(testbed_file).target("mule")
 
 
+@pytest.mark.slow   # its fixture starts the echoes (JVMs)
 def test_a_console_that_does_not_answer_fails_preflight_within_5_s(echoes, tmp_path):
     silent = topology.load(write_testbed(tmp_path / "silent.yaml", ECHO_PORTS, console_port=16772, api_port=16773))
     started = time.monotonic()
@@ -322,6 +323,7 @@ def test_a_token_left_by_a_stopped_launcher_does_not_hide_the_console_started_by
     assert record["finished"] and "console_token_file" not in record, "the console started by hand: its default file"
 
 
+@pytest.mark.slow   # its fixture starts a console (a JVM)
 def test_a_target_that_does_not_answer_fails_preflight_with_its_address(lone_console, tmp_path):
     testbed, _ = lone_console
     with pytest.raises(EsbperfError, match=r"target camel does not answer at http://127\.0\.0\.1:16280"):
