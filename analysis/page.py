@@ -513,6 +513,9 @@ def _warmup_section(analysis: "Analysis", folder: Path, embed: bool) -> str:
 
 # Marks of a verdict matrix's cell: a side a validity warning names, a side bounded by the testbed.
 INVALID_MARK, BOUNDED_MARK = "*", "†"
+# A cell's outcome where it shows no change: no difference shown; not judged (no interval, or a
+# testbed bound that hides the comparison: verdicts.csv `shown` empty).
+NO_DIFFERENCE, NOT_JUDGED = "≈", "–"
 
 
 def _ratio_cell(ratio: float, low: float, high: float) -> str:
@@ -527,18 +530,19 @@ def _ratio_cell(ratio: float, low: float, high: float) -> str:
 
 def verdict_cell(r: dict) -> tuple[str, list[str]]:
     """A verdict (a verdicts.csv row) as the matrix shows it, `b` against `a`: its change and interval
-    where a difference is shown, ≈ where none is, – where not judged; and its marks (INVALID_MARK,
-    BOUNDED_MARK). New columns are welcome: a `bounded` flag marks the cell too."""
+    where a difference is shown, NO_DIFFERENCE where none is, NOT_JUDGED where not judged (a verdict
+    a testbed bound leaves not judged has an interval, but `shown` empty); and its marks
+    (INVALID_MARK, BOUNDED_MARK). New columns are welcome: a `bounded` flag marks the cell too."""
     marks = []
     if any((r.get(k) or "yes") != "yes" for k in ("valid_a", "valid_b")):
         marks.append(INVALID_MARK)
     if r.get("bound_note") or r.get("bounded") in (True, "true", "yes"):
         marks.append(BOUNDED_MARK)
-    ratio, low, high = r.get("ratio"), r.get("ratio_low"), r.get("ratio_high")
-    if ratio is None or low is None or high is None or not (ratio and low and high):
-        return "–", marks
-    if not r.get("shown"):
-        return "≈", marks
+    ratio, low, high, shown = r.get("ratio"), r.get("ratio_low"), r.get("ratio_high"), r.get("shown")
+    if shown is None or ratio is None or low is None or high is None or not (ratio and low and high):
+        return NOT_JUDGED, marks
+    if not shown:
+        return NO_DIFFERENCE, marks
     return _ratio_cell(1 / ratio, 1 / high, 1 / low), marks
 
 
@@ -585,10 +589,15 @@ def verdict_matrix(verdicts: pl.DataFrame, plans: list[str] | None = None) -> st
     return (f"<table class=\"matrix\"><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
 
 
-MATRIX_LEGEND = ("Verdicts, B against A: B ÷ A − 1 (× a multiple) with its 95 % interval; ≈ no difference "
-                 f"shown; – not judged; {INVALID_MARK} a side not valid; {BOUNDED_MARK} a side bounded by the testbed. "
-                 "A cell's title is its sentence (all of them: <a href=\"#verdicts\">Verdicts</a>, "
-                 "<a href=\"verdicts.csv\">verdicts.csv</a>).")
+def matrix_legend(verdicts: pl.DataFrame) -> str:
+    """The matrix's legend: the level of its intervals (the family's, forks.Family: 95 % only when
+    every verdict shows a difference), each outcome's sign and each mark."""
+    levels = verdicts["confidence"].drop_nulls() if "confidence" in verdicts.columns else pl.Series([])
+    level = f" at {forks.percent_level(levels.max())} (the family's level)" if levels.len() else ""
+    return (f"Verdicts, B against A: B ÷ A − 1 (× a multiple) with its interval{level}; {NO_DIFFERENCE} no "
+            f"difference shown; {NOT_JUDGED} not judged; {INVALID_MARK} a side not valid; {BOUNDED_MARK} a side "
+            "bounded by the testbed. A cell's title is its sentence (all of them: <a href=\"#verdicts\">Verdicts"
+            "</a>, <a href=\"verdicts.csv\">verdicts.csv</a>).")
 
 
 def _matrix_figure(analysis: "Analysis") -> str:
@@ -598,7 +607,7 @@ def _matrix_figure(analysis: "Analysis") -> str:
     if verdicts is None or not verdicts.height:
         return ""
     return (f"<figure id=\"verdict-matrix\" class=\"matrix\"><div class=\"matrix-box\">"
-            f"{verdict_matrix(verdicts, list(analysis.plans))}</div><figcaption class=\"muted\">{MATRIX_LEGEND}"
+            f"{verdict_matrix(verdicts, list(analysis.plans))}</div><figcaption class=\"muted\">{matrix_legend(verdicts)}"
             "</figcaption></figure>")
 
 
@@ -628,7 +637,7 @@ def _verdicts_section(analysis: "Analysis") -> str:
                    + "</p>")
         if not beside:
             out.append(f"<div class=\"table-wrap\">{verdict_matrix(verdicts, list(analysis.plans))}</div>"
-                       f"<p class=\"muted\">{MATRIX_LEGEND}</p>")
+                       f"<p class=\"muted\">{matrix_legend(verdicts)}</p>")
         rows = [[escape(r["scenario"]), escape(r["payload_label"]),
                  escape(f"{r['rate']:g}/s" if r["model"] == "open" and r["rate"] else str(r["users"])),
                  escape(r["figure"]), escape(r["sentence"])] for r in verdicts.iter_rows(named=True)]

@@ -9,11 +9,11 @@ import statistics
 
 import pytest
 
+from conftest import write_plan
 from esbperf.analysis.report import analyse
 from esbperf.core import plan as plans, topology
 from esbperf.results import layout
 from esbperf.run import runner
-from test_runner import write_plan
 
 pytestmark = pytest.mark.slow
 

@@ -16,6 +16,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
+from conftest import check_one_line, mutate
 from esbperf.core import plan as plans
 from esbperf.core.errors import EsbperfError
 
@@ -36,17 +37,6 @@ values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.di
 # Field names: the plan's own, near misses, and any text (a line break in a name must not break
 # the message's line).
 field_names = st.sampled_from([*plans.FIELDS, "colour", "", "users ", "Rates"]) | st.text(max_size=6)
-
-
-def check_one_line(path: Path, load) -> object | None:
-    """Load `path`; the only acceptable failure is one EsbperfError line starting with the file's name."""
-    try:
-        return load(path)
-    except EsbperfError as e:
-        message = str(e)
-        assert message.startswith(str(path)), message
-        assert "\n" not in message and len(message) < 600, message
-        return None
 
 
 def usable(plan: plans.Plan) -> None:
@@ -73,7 +63,7 @@ def test_plans_with_fields_of_any_value_load_or_fail_in_one_line(changes, droppe
     data.update(changes)
     path = SCRATCH / "fields.yaml"
     path.write_text(yaml.safe_dump(data, allow_unicode=True))
-    plan = check_one_line(path, plans.load)
+    plan = check_one_line(path, plans.load, first=True)
     if plan is not None:
         usable(plan)
 
@@ -89,18 +79,9 @@ VALID_TEXT = yaml.safe_dump(VALID_PLAN, sort_keys=False).encode()
                                                                                        b"\xff", b"'", b"\n  ", b"&a"])),
                       max_size=4))
 def test_plans_cut_short_or_garbled_load_or_fail_in_one_line(cut, edits):
-    text = bytearray(VALID_TEXT[:cut] if cut < len(VALID_TEXT) - 1 else VALID_TEXT)
-    for at, how, data in edits:
-        at = min(at, len(text))
-        if how == "insert":
-            text[at:at] = data
-        elif how == "replace":
-            text[at:at + len(data)] = data
-        else:
-            del text[at:at + len(data)]
     path = SCRATCH / "garbled.yaml"
-    path.write_bytes(bytes(text))
-    plan = check_one_line(path, plans.load)
+    path.write_bytes(mutate(VALID_TEXT, (cut, edits)))
+    plan = check_one_line(path, plans.load, first=True)
     if plan is not None:
         usable(plan)
 

@@ -10,6 +10,7 @@ from unittest import mock
 
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
+from conftest import check_one_line, mutate
 from esbperf.analysis import synthetic
 from esbperf.analysis.monitor import host_stats
 from esbperf.analysis.report import analyse
@@ -47,20 +48,6 @@ def mutations(length: int):
                               max_size=5))
 
 
-def mutate(original: bytes, mutation) -> bytes:
-    cut, edits = mutation
-    text = bytearray(original[:cut] if cut < len(original) - 1 else original)
-    for at, how, data in edits:
-        at = min(at, len(text))
-        if how == "insert":
-            text[at:at] = data
-        elif how == "replace":
-            text[at:at + len(data)] = data
-        else:
-            del text[at:at + len(data)]
-    return bytes(text)
-
-
 def body_lines(data: bytes) -> int:
     """The lines of a file after its header line: a last one without its newline counts (cut short);
     a header cut short is one line, and a file without any, none."""
@@ -68,17 +55,6 @@ def body_lines(data: bytes) -> int:
         return int(bool(data))
     body = data[data.index(b"\n") + 1:]
     return body.count(b"\n") + int(bool(body) and not body.endswith(b"\n"))
-
-
-def check_one_line(path: Path, load):
-    """Load `path`; the only acceptable failure is one EsbperfError line that names the file."""
-    try:
-        return load(path)
-    except EsbperfError as e:
-        message = str(e)
-        assert str(path) in message, message
-        assert "\n" not in message and len(message) < 600, message
-        return None
 
 
 @FUZZ

@@ -8,9 +8,8 @@ import math
 from pathlib import Path
 
 import pytest
-import yaml
 
-from conftest import ECHO_PORTS, HOST, write_testbed
+from conftest import ECHO_PORTS, HOST, write_plan, write_testbed
 from esbperf.analysis import capacity as cap, synthetic
 from esbperf.analysis.stats import LAG_GROWTH_SHARE
 from esbperf.cli import main
@@ -136,25 +135,23 @@ def test_the_search_stops_at_max_rate_and_below_min_rate():
 
 # --- the goal in a plan --------------------------------------------------------------------------
 
-def write_plan(path: Path, **fields) -> Path:
-    data = {"name": path.stem, "scenarios": ["proxy"], "payloads": ["1KB"], "duration_s": 5, "warmup_s": 3,
-            "capacity": {"p99_ms": 50}}
-    data.update(fields)
-    path.write_text(yaml.safe_dump(data))
-    return path
+# A capacity search's plan: no `users` (the pool follows from the rate).
+CAPACITY_PLAN = {"scenarios": ["proxy"], "payloads": ["1KB"], "duration_s": 5, "warmup_s": 3,
+                 "capacity": {"p99_ms": 50}}
 
 
 def test_a_plan_asks_for_a_search_with_its_goal_and_records_it(tmp_path):
-    plan = plans.load(write_plan(tmp_path / "cap.yaml", capacity={"p99_ms": 50, "max_error_percent": 0.5,
+    plan = plans.load(write_plan(tmp_path / "cap.yaml", CAPACITY_PLAN, capacity={"p99_ms": 50, "max_error_percent": 0.5,
                                                                    "precision": 0.1, "start_rate": 40}))
     assert plan.capacity == Goal(p99_ms=50, max_error_percent=0.5, precision=0.1, start_rate=40)
     assert plan.model == "open" and plan.arrivals == "poisson"
     # Only the first probe is known beforehand; its pool holds 2 × rate × goal (at least 10 threads).
     assert plan.loads() == [(10, 40)]
-    assert plan.pool(1000) == 100 and plans.load(write_plan(tmp_path / "fixed.yaml", users=[64])).pool(1000) == 64
+    fixed = plans.load(write_plan(tmp_path / "fixed.yaml", CAPACITY_PLAN, users=[64]))
+    assert plan.pool(1000) == 100 and fixed.pool(1000) == 64
     again = plans.Plan.from_dict(plan.to_dict(), "run.json")
     assert again.capacity == plan.capacity and again.arrivals == "poisson" and again.users == []
-    uniform = plans.load(write_plan(tmp_path / "uniform.yaml", arrivals="uniform"))
+    uniform = plans.load(write_plan(tmp_path / "uniform.yaml", CAPACITY_PLAN, arrivals="uniform"))
     assert plans.Plan.from_dict(uniform.to_dict(), "run.json").arrivals == "uniform"
 
 
@@ -177,7 +174,7 @@ def test_the_shipped_capacity_plan_searches_the_proxy_at_a_20_ms_goal():
 ])
 def test_a_bad_goal_is_one_line_naming_the_field(tmp_path, fields, message):
     with pytest.raises(EsbperfError, match=message):
-        plans.load(write_plan(tmp_path / "bad.yaml", **fields))
+        plans.load(write_plan(tmp_path / "bad.yaml", CAPACITY_PLAN, **fields))
 
 
 def test_the_command_refuses_what_it_cannot_do_in_one_line(tmp_path, capsys):
@@ -196,7 +193,8 @@ def test_a_capacity_plan_is_refused_by_a_runner_given_no_search(tmp_path):
     from esbperf.core import topology
     from esbperf.run import runner
     with pytest.raises(EsbperfError, match="is a capacity search, whose rates are chosen as it goes"):
-        runner.start(plans.load(write_plan(tmp_path / "cap.yaml")), "direct", topology.load(None), tmp_path)
+        runner.start(plans.load(write_plan(tmp_path / "cap.yaml", CAPACITY_PLAN)), "direct", topology.load(None),
+                     tmp_path)
 
 
 # --- the searches over a run folder (synthetic probes) ---------------------------------------------
@@ -220,7 +218,7 @@ def synthetic_probe(run_dir: Path, step: plans.Step, capacity: float, errors_fro
 
 
 def test_searches_judge_each_probe_from_its_folder_resume_where_they_stopped_and_write_their_tables(tmp_path):
-    plan = plans.load(write_plan(tmp_path / "cap.yaml", capacity={"p99_ms": 50, "start_rate": 50}))
+    plan = plans.load(write_plan(tmp_path / "cap.yaml", CAPACITY_PLAN, capacity={"p99_ms": 50, "start_rate": 50}))
     run_dir = synthetic.write_run(tmp_path / "run", "camel", plan=plan.to_dict()).parent / "run"
     capacities = {"camel": 400, "synapse": 1000}
     searches = cap.Searches(run_dir, plan, ["camel", "synapse"])
@@ -329,7 +327,7 @@ def test_each_search_says_whether_the_probes_that_decided_it_are_valid(tmp_path)
     warning), synapse's did not: capacity.csv's `valid` says so of camel's search alone, naming the
     warning of the probes that decided it (the highest within, the lowest over). Camel's client was
     also busier than 80 %: a bound (the probes' `bound`), not a fault, which `valid` does not name."""
-    plan = plans.load(write_plan(tmp_path / "cap.yaml", capacity={"p99_ms": 50, "start_rate": 50}))
+    plan = plans.load(write_plan(tmp_path / "cap.yaml", CAPACITY_PLAN, capacity={"p99_ms": 50, "start_rate": 50}))
     run_dir = synthetic.write_run(tmp_path / "run", "camel", plan=plan.to_dict()).parent / "run"
     for step in cap.Searches(run_dir, plan, ["camel", "synapse"]).steps():
         synthetic_probe(run_dir, step, {"camel": 400, "synapse": 1000}[step.target],

@@ -11,11 +11,10 @@ import sys
 
 import pytest
 
-from conftest import ECHO_PORTS, HOST, write_testbed
+from conftest import ECHO_PORTS, HOST, write_plan, write_testbed
 from esbperf.analysis.report import analyse
 from esbperf.core import plan as plans, topology
 from esbperf.run import runner
-from test_runner import write_plan
 
 SLOW_WS1_PORT = 16098   # a ws1 of this file's own, answering 20 ms late
 

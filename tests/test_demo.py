@@ -12,6 +12,7 @@ import pytest
 import yaml
 from rich.console import Console
 
+from conftest import emulated_testbed_data
 from esbperf import testbed as testbeds
 from esbperf.core import topology
 from esbperf.cli.demo import run_demo
@@ -23,19 +24,7 @@ PREFIX = "esbd-"
 
 
 def emulated_testbed(path: Path) -> Path:
-    hosts = {"client": 10, "esb": 20, "ws1": 31, "ws2": 32, "ws3": 33}
-    data = {
-        "name": "demo-test", "emulated": True, "prefix": PREFIX,
-        "bridge": {"name": f"{PREFIX}br0", "address": "198.18.220.1/24"},
-        "console": {"port": 6372, "api_host": "198.18.220.10", "api_port": 6373},
-        "hosts": {role: {"address": f"198.18.220.{n}", "link_mbit": 1000, "monitor_port": 7090}
-                  for role, n in hosts.items()},
-        "targets": {"direct": {"kind": "direct"}, "camel": {"kind": "esb", "esb": "camel"}},
-    }
-    data["hosts"]["esb"]["esb_ports"] = {"camel": 8280}
-    for ws in ("ws1", "ws2", "ws3"):
-        data["hosts"][ws]["echo_port"] = 8080
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    path.write_text(yaml.safe_dump(emulated_testbed_data("demo-test", PREFIX, "198.18.220"), sort_keys=False))
     return path
 
 

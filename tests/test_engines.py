@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import child_pids
 from esbperf.core import plan as plans, procs, scenarios, topology
 from esbperf.core.errors import EsbperfError
 from esbperf.core.roles import BACKENDS
@@ -173,19 +174,15 @@ def _pids_matching(text: str) -> set[int]:
     return found
 
 
-def _children(pid: int) -> set[int]:
-    return {int(p) for p in (Path(f"/proc/{pid}/task/{pid}/children").read_text().split())}
-
-
 def test_each_floor_starts_and_its_monitor_text_finds_its_processes(tmp_path):
     started = {}
     try:
         for name, port in FLOOR_PORTS.items():
             started[name] = esb.start_esb(name, HOST, port, NOWHERE, tmp_path / name, backend_timeout_s=5)
         for name, process in started.items():
-            ours = {process.pid, *_children(process.pid)}
+            ours = {process.pid, *child_pids(process.pid)}
             assert ours <= _pids_matching(esb.ENGINES[name].match), name
-        assert _children(started["nginx"].pid), "nginx's workers do the work: they must be watched too"
+        assert child_pids(started["nginx"].pid), "nginx's workers do the work: they must be watched too"
         assert not _pids_matching(esb.ENGINES["nginx"].match) & {started["haproxy"].pid}
     finally:
         for process in started.values():
@@ -204,9 +201,9 @@ def test_a_floor_never_outlives_its_command_even_when_that_is_killed(floor, tmp_
                                stderr=subprocess.STDOUT, text=True)
     try:
         assert "listening at" in command.stdout.readline() + command.stdout.readline()
-        engine = [pid for pid in _children(command.pid)]
+        engine = [pid for pid in child_pids(command.pid)]
         assert engine and all(esb.ENGINES[floor].match in _command_line(pid) for pid in engine)
-        workers = {child for pid in engine for child in _children(pid)}
+        workers = {child for pid in engine for child in child_pids(pid)}
     finally:
         command.kill()
         command.wait()

@@ -17,11 +17,12 @@ import threading
 import time
 import uuid
 import xml.etree.ElementTree as ET
+from functools import partial
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import ECHO_PORTS as RUN_ECHO_PORTS, write_testbed
+from conftest import ECHO_PORTS as RUN_ECHO_PORTS, child_pids, soap_post, write_testbed
 
 from esbperf.core import plan as plans, procs, topology
 from esbperf.services import esb
@@ -50,16 +51,8 @@ THESIS_NS = "http://ws.webservice.korsdrag.datanizze.se/"
 STOCKS_NS = "http://services.samples/xsd"
 
 
-def post(port: int, path: str, body: bytes, headers: dict[str, str] | None = None,
-         timeout: float = 30) -> tuple[int, dict[str, str], bytes]:
-    connection = http.client.HTTPConnection(HOST, port, timeout=timeout)
-    try:
-        connection.request("POST", path, body, {"Content-Type": "text/xml; charset=UTF-8",
-                                                "SOAPAction": '"test"', **(headers or {})})
-        response = connection.getresponse()
-        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
-    finally:
-        connection.close()
+# This file's requests name an action of their own.
+post = partial(soap_post, soap_action='"test"')
 
 
 def thesis(id_: int, message: str, prolog: str = "") -> bytes:
@@ -98,33 +91,6 @@ def backends(tmp_path_factory):
     finally:
         for process in reversed(started):
             process.stop()
-
-
-@pytest.fixture(scope="module")
-def silent_backend():
-    """A back end that accepts connections and never answers."""
-    server = socket.socket()
-    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server.bind((HOST, SILENT_PORT))
-    server.listen(512)
-    accepted, stop = [], threading.Event()
-
-    def accept():
-        server.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                accepted.append(server.accept()[0])
-            except OSError:
-                pass
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield f"http://{HOST}:{SILENT_PORT}"
-    stop.set()
-    thread.join()
-    for c in accepted:
-        c.close()
-    server.close()
 
 
 @pytest.fixture(scope="module")
@@ -335,17 +301,13 @@ def test_xxe_reads_nothing_through_cbr_and_xslt(esb_name, running, dtd_server):
     assert _DtdServer.requests == [], "a DTD was fetched"
 
 
-def _children(pid: int) -> set[int]:
-    return {int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
-
-
 @every_engine
 def test_listens_only_where_told_and_its_monitor_finds_it(esb_name, running):
     port = ENGINE_PORTS[esb_name]
     assert procs.port_open(HOST, port)
     # Every address of 127/8 reaches this host: only a bind to all interfaces answers here.
     assert not procs.port_open("127.0.0.2", port)
-    ours = {running.pid, *_children(running.pid)}   # nginx: its master and its workers
+    ours = {running.pid, *child_pids(running.pid)}   # nginx: its master and its workers
     if shutil.which("ss"):
         listening = subprocess.run(["ss", "-Hltnp"], capture_output=True, text=True).stdout
         addresses = [line.split()[3] for line in listening.splitlines()

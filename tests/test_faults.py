@@ -11,16 +11,14 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-import yaml
 
-from conftest import ECHO_PORTS, HOST, write_testbed
+from conftest import ECHO_PORTS, HOST, ONE_STEP_PLAN, esbperf_process, wait_for, write_plan, write_testbed
 from esbperf.analysis.runs import load_run
 from esbperf.core import plan as plans, procs, topology
 from esbperf.core.errors import EsbperfError
@@ -32,22 +30,8 @@ pytestmark = pytest.mark.slow
 CONSOLE_PORT, API_PORT = 16530, 16531
 
 
-def write_plan(path: Path, **fields) -> Path:
-    data = {"name": path.stem, "scenarios": ["proxy"], "payloads": ["1KB", "2KB"], "users": [2],
-            "duration_s": 3, "warmup_s": 2, "timeout_s": 10}
-    data.update(fields)
-    path.write_text(yaml.safe_dump(data))
-    return path
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+# Two steps of 2 users: 2 s of warm-up, 3 s measured.
+FAULTS_PLAN = {**ONE_STEP_PLAN, "payloads": ["1KB", "2KB"], "users": [2], "duration_s": 3, "warmup_s": 2}
 
 
 def measuring(lab: "Lab", results: Path, step: str) -> bool:
@@ -137,7 +121,7 @@ def worker_pids(agent_folder: Path) -> list[int]:
 
 @pytest.mark.long
 def test_an_agent_killed_mid_step_keeps_the_step_aside_and_resume_finishes(lab, tmp_path):
-    the_plan = plans.load(write_plan(tmp_path / "agentless.yaml", duration_s=6))
+    the_plan = plans.load(write_plan(tmp_path / "agentless.yaml", FAULTS_PLAN, duration_s=6))
 
     def kill_the_second_agent():
         wait_for(lambda: measuring(lab, tmp_path / "results", "direct/proxy/1KB/2"), 180, "the first step's workers")
@@ -164,7 +148,7 @@ def test_an_agent_killed_mid_step_keeps_the_step_aside_and_resume_finishes(lab, 
 
 @pytest.mark.long
 def test_a_worker_killed_mid_step_spoils_that_step_only(lab, tmp_path):
-    the_plan = plans.load(write_plan(tmp_path / "workerless.yaml", duration_s=6))
+    the_plan = plans.load(write_plan(tmp_path / "workerless.yaml", FAULTS_PLAN, duration_s=6))
 
     def kill_one_worker():
         wait_for(lambda: measuring(lab, tmp_path / "results", "direct/proxy/1KB/2"), 180, "the first step's workers")
@@ -190,7 +174,7 @@ def test_a_worker_killed_mid_step_spoils_that_step_only(lab, tmp_path):
 
 @pytest.mark.long
 def test_the_console_killed_and_restarted_mid_step(lab, tmp_path):
-    the_plan = plans.load(write_plan(tmp_path / "consoleless.yaml", duration_s=6))
+    the_plan = plans.load(write_plan(tmp_path / "consoleless.yaml", FAULTS_PLAN, duration_s=6))
 
     def restart_the_console():
         wait_for(lambda: measuring(lab, tmp_path / "results", "direct/proxy/1KB/2"), 180, "the first step's workers")
@@ -210,7 +194,7 @@ def test_the_console_killed_and_restarted_mid_step(lab, tmp_path):
 
 @pytest.mark.long   # a fault case (make test-long): the default suite stays inside ~30 minutes
 def test_agents_that_are_not_the_runs_are_refused_in_one_line(lab, tmp_path):
-    the_plan = plans.load(write_plan(tmp_path / "crowded.yaml"))
+    the_plan = plans.load(write_plan(tmp_path / "crowded.yaml", FAULTS_PLAN))
     # An agent that joins mid-run would take a share of every later step's users.
     joiner = Background(lambda: (wait_for(lambda: measuring(lab, tmp_path / "results", "direct/proxy/1KB/2"), 180,
                                           "workers"), lab.start_agent("late")))
@@ -230,20 +214,16 @@ def test_agents_that_are_not_the_runs_are_refused_in_one_line(lab, tmp_path):
     assert not (tmp_path / "refused").exists()
 
 
-def run_cli(*args: str, state_dir: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "esbperf", *args], env=dict(os.environ, ESBPERF_STATE=str(state_dir)),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-
-
 @pytest.mark.long
 def test_ctrl_c_at_any_moment_loses_nothing_and_counts_nothing_twice(lab, tmp_path):
-    plan_file = write_plan(tmp_path / "interrupted.yaml", payloads=["1KB", "2KB", "3KB"], users=[1], duration_s=2)
+    plan_file = write_plan(tmp_path / "interrupted.yaml", FAULTS_PLAN, payloads=["1KB", "2KB", "3KB"], users=[1],
+                           duration_s=2)
     out = tmp_path / "results"
     args = ["run", "--plan", str(plan_file), "--target", "direct", "--testbed", str(lab.testbed.path), "--out",
             str(out), "--no-report", "--token-file", str(lab.token)]
     # Ctrl-C in the preflight, in a warm-up, while measuring, and between steps.
     for delay in (1.0, 6.5, 9.0, 12.5):
-        process = run_cli(*args, state_dir=lab.state_dir)
+        process = esbperf_process(*args, state_dir=lab.state_dir)
         time.sleep(delay)
         os.killpg(process.pid, signal.SIGINT)
         output, _ = process.communicate(timeout=60)
@@ -255,7 +235,7 @@ def test_ctrl_c_at_any_moment_loses_nothing_and_counts_nothing_twice(lab, tmp_pa
             args = ["run", "--resume", str(runs[0]), "--no-report"]
     [run_dir] = [p for p in out.iterdir() if (p / "run.json").is_file()]
     while not json.loads((run_dir / "run.json").read_text())["finished"]:
-        process = run_cli("run", "--resume", str(run_dir), "--no-report", state_dir=lab.state_dir)
+        process = esbperf_process("run", "--resume", str(run_dir), "--no-report", state_dir=lab.state_dir)
         output, _ = process.communicate(timeout=120)
         assert process.returncode == 0, output
     steps = finished_steps(run_dir)
@@ -278,7 +258,8 @@ def test_a_full_results_disk_stops_the_run_and_resume_finishes_it(lab, tmp_path)
     disk.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512m", "esbperf-test-disk", str(disk)], check=True)
     try:
-        the_plan = plans.load(write_plan(tmp_path / "filling.yaml", payloads=["1KB", "2KB", "3KB"], users=[1]))
+        the_plan = plans.load(write_plan(tmp_path / "filling.yaml", FAULTS_PLAN, payloads=["1KB", "2KB", "3KB"],
+                                         users=[1]))
         # The disk fills up once the first step is written.
         filler = Background(lambda: (wait_for(lambda: list(disk.glob("*/direct/proxy/1KB/1/iter-1/step.json")), 60,
                                               "the first step"), fill(disk, leave=64 * 1024)))

@@ -9,40 +9,37 @@ import shutil
 from pathlib import Path
 
 import pytest
-import yaml
 
+from conftest import ONE_STEP_PLAN, write_plan
 from esbperf.core import plan as plans, topology
 from esbperf.core.errors import EsbperfError
 from esbperf.run import runner
 
 
-def write_plan(path: Path, **fields) -> Path:
-    data = {"name": path.stem, "scenarios": ["proxy"], "payloads": ["1KB"], "users": [2], "duration_s": 2,
-            "warmup_s": 1, "timeout_s": 10, "forks": 2, "iterations": 2}
-    data.update(fields)
-    path.write_text(yaml.safe_dump(data))
-    return path
+# Two forks of two iterations of one step of 2 users.
+FORKED_PLAN = {**ONE_STEP_PLAN, "users": [2], "warmup_s": 1, "forks": 2, "iterations": 2}
 
 
 def test_a_plan_of_forks_runs_each_fork_of_every_target_in_a_folder_of_its_own(tmp_path):
-    plan = plans.load(write_plan(tmp_path / "forked.yaml"))
+    plan = plans.load(write_plan(tmp_path / "forked.yaml", FORKED_PLAN))
     steps = plan.steps(["camel", "direct"])
     assert len(steps) == 2 * 2 * 2
     assert [s.fork for s in steps] == [1, 1, 1, 1, 2, 2, 2, 2], "fork 1 of every target, then fork 2"
     assert steps[0].relative_dir() == Path("camel/proxy/1KB/2/fork-1/iter-1")
     assert "fork 2 iter 1" in steps[4].describe()
     assert plans.Plan.from_dict(plan.to_dict(), "run.json").steps(["camel", "direct"]) == steps
-    one = plans.load(write_plan(tmp_path / "one.yaml", forks=1))
+    one = plans.load(write_plan(tmp_path / "one.yaml", FORKED_PLAN, forks=1))
     assert one.steps(["camel"])[0].relative_dir() == Path("camel/proxy/1KB/2/iter-1"), "one fork: no fork level"
     assert "forks" not in one.to_dict()
     with pytest.raises(EsbperfError, match="forks.*restart: per-step"):
-        plans.load(write_plan(tmp_path / "both.yaml", restart="per-step"))
+        plans.load(write_plan(tmp_path / "both.yaml", FORKED_PLAN, restart="per-step"))
     with pytest.raises(EsbperfError, match="field 'forks' must be"):
-        plans.load(write_plan(tmp_path / "zero.yaml", forks=0))
+        plans.load(write_plan(tmp_path / "zero.yaml", FORKED_PLAN, forks=0))
 
 
+@pytest.mark.slow   # its fixtures start the console, two agents and the echoes (JVMs)
 def test_a_run_of_forks_without_a_launcher_is_refused_in_one_line(grinder, echoes, testbed_file, tmp_path):
-    plan = plans.load(write_plan(tmp_path / "unlaunched.yaml"))
+    plan = plans.load(write_plan(tmp_path / "unlaunched.yaml", FORKED_PLAN))
     with pytest.raises(EsbperfError, match="runs 2 forks.*esbperf's launcher"):
         runner.start(plan, "direct", topology.load(testbed_file), tmp_path / "results")
 
@@ -58,7 +55,7 @@ def test_each_fork_starts_the_back_ends_afresh_warms_them_and_resume_knows_forks
         restarted.append(name)
         return 1000 + len(restarted)
 
-    plan = plans.load(write_plan(tmp_path / "forked.yaml", target_warmup_s=2, target_warmup_horizon_s=1))
+    plan = plans.load(write_plan(tmp_path / "forked.yaml", FORKED_PLAN, target_warmup_s=2, target_warmup_horizon_s=1))
     run_dir = runner.start(plan, "direct", topology.load(testbed_file), tmp_path / "results", restart_esb=restart)
     record = json.loads((run_dir / "run.json").read_text())
     assert record["finished"] and record["plan"]["forks"] == 2

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import emulated_testbed_data
 from esbperf.core import plan as plans, topology
 from esbperf.core.errors import EsbperfError
 from esbperf.run import runner
@@ -27,18 +28,7 @@ PREFIX, NET = "esbn-", "198.18.231"
 
 
 def write_testbed(path: Path) -> Path:
-    hosts = {"client": 10, "esb": 20, "ws1": 31, "ws2": 32, "ws3": 33}
-    data = {
-        "name": "faults", "emulated": True, "prefix": PREFIX,
-        "bridge": {"name": f"{PREFIX}br0", "address": f"{NET}.1/24"},
-        "console": {"port": 6372, "api_host": f"{NET}.10", "api_port": 6373},
-        "hosts": {role: {"address": f"{NET}.{n}", "link_mbit": 1000, "monitor_port": 7090} for role, n in hosts.items()},
-        "targets": {"direct": {"kind": "direct"}, "camel": {"kind": "esb", "esb": "camel"}},
-    }
-    data["hosts"]["esb"]["esb_ports"] = {"camel": 8280}
-    for ws in ("ws1", "ws2", "ws3"):
-        data["hosts"][ws]["echo_port"] = 8080
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    path.write_text(yaml.safe_dump(emulated_testbed_data("faults", PREFIX, NET), sort_keys=False))
     return path
 
 

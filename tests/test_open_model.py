@@ -20,14 +20,13 @@ import pytest
 from hdrh.histogram import HdrHistogram
 from hdrh.log import HistogramLogReader
 
-from conftest import ECHO_PORTS, HOST, write_testbed
+from conftest import ECHO_PORTS, HOST, write_plan, write_testbed
 from esbperf.analysis import hlog, synthetic
 from esbperf.analysis.report import analyse, build_report
 from esbperf.core import plan as plans, topology
 from esbperf.results import layout
 from esbperf.results.histogram import Histogram
 from esbperf.run import runner, step as step_module
-from test_runner import write_plan
 
 T0 = synthetic.BASE_MS
 WARMUP_S, DURATION_S = 30, 10

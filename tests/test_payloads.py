@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 import yaml
 
-from conftest import ECHO_PORTS, HOST
+from conftest import ECHO_PORTS, HOST, write_plan
 from esbperf.core import plan as plans, scenarios
 from esbperf.core.errors import EsbperfError
 from esbperf.core.scenarios import Answer
@@ -33,11 +33,8 @@ def envelope(symbol: str = "IBM", buyer: str = "Zoë") -> str:
 FILE = ('<?xml version="1.0" encoding="UTF-8"?>\n<!-- an order -->\n' + envelope() + "\n").encode()
 
 
-def write_plan(folder: Path, payloads: list, **fields) -> Path:
-    path = folder / "files.yaml"
-    path.write_text(yaml.safe_dump({"name": "files", "scenarios": ["raw", "cbr-raw", "hbr-raw"], "payloads": payloads,
-                                    "users": [1], "duration_s": 1, **fields}, allow_unicode=True))
-    return path
+# The raw scenarios, the files of a folder as their payloads.
+FILES_PLAN = {"scenarios": ["raw", "cbr-raw", "hbr-raw"], "users": [1], "duration_s": 1}
 
 
 def test_a_plan_sends_a_folders_files_smallest_first_and_records_them_pinned(tmp_path):
@@ -47,7 +44,7 @@ def test_a_plan_sends_a_folders_files_smallest_first_and_records_them_pinned(tmp
     (folder / "small.xml").write_bytes(FILE)
     (folder / "notes.txt").write_text("not a payload")
     (folder / ".hidden.xml").write_text("not a payload either")
-    plan = plans.load(write_plan(tmp_path, [{"folder": "messages"}, "2KB"]))
+    plan = plans.load(write_plan(tmp_path / "files.yaml", FILES_PLAN, payloads=[{"folder": "messages"}, "2KB"]))
     assert [p if isinstance(p, int) else p.label for p in plan.payloads] == ["small", "large_order", 2048]
     assert plan.payload_check == "envelope"   # the default
     steps = plan.steps()
@@ -83,7 +80,7 @@ def test_a_plan_sends_a_folders_files_smallest_first_and_records_them_pinned(tmp
 def test_a_bad_payload_file_is_one_line_naming_the_plan_and_the_file(tmp_path, content, payloads, fields, message):
     (tmp_path / "m.xml").write_bytes(content)
     with pytest.raises(EsbperfError, match=message) as refused:
-        plans.load(write_plan(tmp_path, payloads, **fields))
+        plans.load(write_plan(tmp_path / "files.yaml", FILES_PLAN, payloads=payloads, **fields))
     assert "\n" not in str(refused.value) and "files.yaml" in str(refused.value)
 
 

@@ -8,10 +8,8 @@ from __future__ import annotations
 import http.client
 import json
 import re
-import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import soap_post
 from esbperf.core import procs, topology
 from esbperf.core.errors import EsbperfError
 from esbperf.run import environment, verify
@@ -46,18 +45,6 @@ THESIS_NS = "http://ws.webservice.korsdrag.datanizze.se/"
 def thesis(size: int = 1024) -> bytes:
     contract = verify.scenarios.contract()
     return contract.thesis_envelope(1, contract.thesis_message(size, 1)).encode()
-
-
-def post(port: int, path: str, body: bytes, headers: dict[str, str] | None = None,
-         timeout: float = 30) -> tuple[int, dict[str, str], bytes]:
-    connection = http.client.HTTPConnection(HOST, port, timeout=timeout)
-    try:
-        connection.request("POST", path, body, {"Content-Type": "text/xml; charset=UTF-8", "SOAPAction": '""',
-                                                **(headers or {})})
-        response = connection.getresponse()
-        return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
-    finally:
-        connection.close()
 
 
 def account(port: int) -> dict:
@@ -202,32 +189,6 @@ def running(backends, tmp_path_factory):
     process.stop()
 
 
-@pytest.fixture(scope="module")
-def silent_backend():
-    """A back end that accepts connections and never answers."""
-    server = socket.socket()
-    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server.bind((HOST, SILENT_PORT))
-    server.listen(64)
-    accepted, stop = [], threading.Event()
-
-    def accept():
-        server.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                accepted.append(server.accept()[0])
-            except OSError:
-                pass
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield f"http://{HOST}:{SILENT_PORT}"
-    stop.set()
-    thread.join()
-    for c in accepted:
-        c.close()
-    server.close()
-
-
 @pytest.mark.slow
 def test_verify_passes_and_it_says_its_work_and_settings(running, tmp_path):
     testbed = write_testbed(tmp_path)
@@ -265,12 +226,12 @@ def test_it_listens_on_its_address_only(running):
 def test_routing_errors_and_back_end_errors_are_answered_as_the_contract_says(running):
     for path in ("/hbr/echo", "/hbr/raw"):
         for headers in ({}, {"X-Route-To": "ws9"}, {"X-Route-To": "ws1,ws2"}):
-            assert post(PORT, path, thesis(), headers)[0] == 400, (path, headers)
-    assert post(PORT, "/cbr/echo", thesis())[0] == 404    # not served: a proxy reads no body
+            assert soap_post(PORT, path, thesis(), headers)[0] == 400, (path, headers)
+    assert soap_post(PORT, "/cbr/echo", thesis())[0] == 404    # not served: a proxy reads no body
     unknown_operation = (f'<soapenv:Envelope xmlns:soapenv="{SOAP_ENV}"><soapenv:Body>'
                          f'<ws:noSuchOperation xmlns:ws="{THESIS_NS}"/></soapenv:Body></soapenv:Envelope>').encode()
     for path, headers, backend in (("/proxy/echo", {}, "ws1"), ("/hbr/echo", {"X-Route-To": "ws2"}, "ws2")):
-        status, answer_headers, body = post(PORT, path, unknown_operation, headers)
+        status, answer_headers, body = soap_post(PORT, path, unknown_operation, headers)
         assert status >= 500 and b"noSuchOperation" in body, path
         assert answer_headers.get("x-echo-backend") == backend
     # The account is a GET, never a proxied request.
@@ -287,15 +248,15 @@ def test_dead_and_silent_back_ends_give_502_and_504_within_the_timeout(backends,
         assert not procs.port_open(HOST, DEAD_PORT)
         for _ in range(2):
             started = time.monotonic()
-            status, headers, body = post(FAILING_PORT, "/hbr/echo", thesis(), {"X-Route-To": "ws2"})
+            status, headers, body = soap_post(FAILING_PORT, "/hbr/echo", thesis(), {"X-Route-To": "ws2"})
             assert status == 502 and b"Fault" in body and "x-echo-backend" not in headers
             assert time.monotonic() - started < 1
         started = time.monotonic()
-        status, _, body = post(FAILING_PORT, "/hbr/raw", thesis(), {"X-Route-To": "ws3"})
+        status, _, body = soap_post(FAILING_PORT, "/hbr/raw", thesis(), {"X-Route-To": "ws3"})
         elapsed = time.monotonic() - started
         assert status == 504 and b"Fault" in body and b"did not answer within 3000 ms" in body
         assert SHORT_TIMEOUT_S - 0.5 < elapsed < SHORT_TIMEOUT_S + 1.5, elapsed
-        status, headers, _ = post(FAILING_PORT, "/proxy/echo", thesis())
+        status, headers, _ = soap_post(FAILING_PORT, "/proxy/echo", thesis())
         assert status == 200 and headers.get("x-echo-backend") == "ws1"
         said = account(FAILING_PORT)
         assert (said["unreachable"], said["timed_out"], said["work_requests"]) == (2, 1, 0)

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -21,11 +18,11 @@ import polars as pl
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
+from conftest import CHROMIUM, render_with_probe
 from esbperf.analysis import cli, graphs, headline, page, synthetic
 from esbperf.analysis.report import build_report
 from esbperf.analysis.runs import load_run
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FIRST_SCREEN = (1400, 900)
 # The page of this fixture's report at 1400 px as esbperf drew it before the headline (2026-11-28:
 # warnings, 42 verdict sentences, the drift graphs, then per plan its table and every graph), px.
@@ -233,8 +230,10 @@ def test_the_verdict_matrix_holds_every_verdict(demo):
         assert bool(marked) == (invalid or bounded)
         assert shown.endswith(("*" if invalid else "") + ("†" if bounded else ""))
         value = html.unescape(shown).rstrip("*†")
-        if not r["shown"]:
-            assert value == "≈"
+        if r["shown"] is None:                # not judged: no interval, or a testbed bound hides it
+            assert value == page.NOT_JUDGED
+        elif not r["shown"]:
+            assert value == page.NO_DIFFERENCE
         else:                     # camel against direct: B ÷ A − 1, the verdict's ratio turned over
             assert value == page._ratio_cell(1 / r["ratio"], 1 / r["ratio_high"], 1 / r["ratio_low"])
     assert "demo-payload: camel against direct" in matrix and "1KB · 1 user" in matrix
@@ -261,27 +260,11 @@ window.addEventListener("load", () => {
 </script>"""
 
 
-def measure(report_dir: Path, scratch: Path) -> dict:
-    """Render a copy of report.html with PROBE appended, at FIRST_SCREEN; what PROBE measured."""
-    probe = scratch / "probe"
-    shutil.copytree(report_dir, probe)
-    (probe / "probe.html").write_text((probe / "report.html").read_text().replace("</body>", PROBE + "</body>"))
-    result = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={scratch / 'profile'}",
-         f"--window-size={FIRST_SCREEN[0]},{FIRST_SCREEN[1]}", "--virtual-time-budget=10000", "--dump-dom",
-         (probe / "probe.html").as_uri()],
-        capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(scratch)})
-    found = re.search(r'<pre id="probe-result">(.*?)</pre>', result.stdout, re.S)
-    assert found, result.stderr[-2000:]
-    return json.loads(html.unescape(found.group(1)))
-
-
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (make test installs it)")
 def test_the_first_screen_holds_the_headline_a_thesis_graph_and_the_verdicts(demo, tmp_path):
     out, analysis = demo
     assert "<script" not in (out / "report.html").read_text()
-    seen = measure(out, tmp_path)
+    seen = render_with_probe(out, tmp_path, PROBE, FIRST_SCREEN)
     assert seen["width"] == FIRST_SCREEN[0]
     for part in ("headline", "graph", "matrix"):
         assert seen[part] and seen[part]["bottom"] <= FIRST_SCREEN[1], (part, seen[part])

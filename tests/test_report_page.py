@@ -11,20 +11,18 @@ from __future__ import annotations
 import html
 import itertools
 import json
-import os
+import math
 import re
-import shutil
-import subprocess
-from pathlib import Path
 from types import SimpleNamespace
 
+import polars as pl
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from esbperf.analysis import graphs, page, synthetic
+from conftest import CHROMIUM, render_with_probe
+from esbperf.analysis import forks, graphs, page, synthetic, verdicts
 from esbperf.analysis.report import build_report
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 PAGE_WIDTH_PX = 1250        # page.py's body max-width: a graph wider than this is shrunk
 
 
@@ -86,6 +84,61 @@ def test_a_warning_without_a_kind_is_shown_whole():
     assert "<details id=\"validity-" not in section and "1 validity warning</span> (other)" in section
 
 
+# --- the verdict matrix ----------------------------------------------------------------------------
+
+def _verdicts_of_every_outcome() -> pl.DataFrame:
+    """verdicts.csv's rows, one of each outcome a verdict can have (forks.verdict), judged as one
+    family: a difference, one "at least" (the better side bounded by the testbed), no difference, not
+    judged for want of an interval, not judged for a testbed bound; and one on a side not valid."""
+    def found(value, se=None, why=""):
+        low, high = (None, None) if se is None else (value * math.exp(-4 * se), value * math.exp(4 * se))
+        return forks.Interval(value, low, high, 3, 3, None if se is None else 2.0, False, se, True, why)
+
+    cases = [("difference", found(2.0, 0.02), (None, None), "yes"),
+             ("at least", found(2.0, 0.02), ("client", None), "yes"),
+             ("no difference", found(1.01, 0.05), (None, None), "yes"),
+             ("no interval", found(1.5, why="one iteration a side"), (None, None), "yes"),
+             ("hidden by a bound", found(0.5, 0.02), ("client", None), "yes"),
+             ("not valid", found(1.01, 0.05), (None, None), "drift")]
+    pending = []
+    for users, (_, interval, bounds, valid) in enumerate(cases, 1):
+        note = "camel's step was bounded by the client" if any(bounds) else ""
+        row = {"plan": "p", "scenario": "proxy", "payload_bytes": 1024, "payload_label": "1KB", "users": users,
+               "model": "closed", "rate": None, "test": None, "figure": "tps", "a": "camel", "b": "synapse",
+               "a_run": "r", "a_target": "camel", "b_run": "r", "b_target": "synapse", "bound_a": bounds[0],
+               "bound_b": bounds[1], "valid_a": valid, "valid_b": "yes", "bound_note": note}
+        pending.append(verdicts.Pending(row, "tps", interval, note, bounds))
+    return verdicts.judged(pending)
+
+
+def test_the_verdict_matrix_draws_each_outcome_with_its_own_sign(tmp_path):
+    """A difference is its change; no difference shown ≈; not judged – (for want of an interval or
+    because a testbed bound hides it: the page of 2026-12-07 drew that ≈†); the marks after them. The
+    same from verdicts.csv as written and read back, and the legend names each sign."""
+    judged = _verdicts_of_every_outcome()
+    judged.write_csv(tmp_path / "verdicts.csv")
+    read_back = pl.read_csv(tmp_path / "verdicts.csv", infer_schema_length=None)
+    for frame in (judged, read_back):
+        cells = {int(n): html.unescape(text) for n, text in
+                 re.findall(r'<td class="verdict[^"]*" data-verdict="(\d+)" title="[^"]*">([^<]*)</td>',
+                            page.verdict_matrix(frame))}
+        assert [r["short"].split(" (")[0].split(" by ")[0] for r in frame.iter_rows(named=True)] == [
+            "camel", "camel", "none shown", "not judged", "not judged", "none shown"]
+        assert cells[0] == page.verdict_cell(frame.row(0, named=True))[0] and cells[0].startswith("−")
+        assert cells[1].startswith("−") and cells[1].endswith(page.BOUNDED_MARK)     # at least: a change, bounded
+        assert cells[2] == page.NO_DIFFERENCE
+        assert cells[3] == page.NOT_JUDGED
+        assert cells[4] == page.NOT_JUDGED + page.BOUNDED_MARK
+        assert cells[5] == page.NO_DIFFERENCE + page.INVALID_MARK
+    assert len({page.NO_DIFFERENCE, page.NOT_JUDGED, page.INVALID_MARK, page.BOUNDED_MARK}) == 4
+    legend = page.matrix_legend(judged)
+    for sign, meaning in ((page.NO_DIFFERENCE, "no difference shown"), (page.NOT_JUDGED, "not judged"),
+                          (page.INVALID_MARK, "a side not valid"), (page.BOUNDED_MARK, "a side bounded by the testbed")):
+        assert f"{sign} {meaning}" in legend
+    level = forks.percent_level(judged["confidence"].max())
+    assert level != "95 %" and f"with its interval at {level} (the family's level)" in legend
+
+
 # --- the page at 1400 px in a real browser ---------------------------------------------------------
 
 # Appended to a copy of the page: writes what it measures into the DOM, which --dump-dom prints.
@@ -115,28 +168,11 @@ window.addEventListener("load", () => {
 </script>"""
 
 
-def measure(report_dir: Path, scratch: Path) -> dict:
-    """Render a copy of report.html with PROBE appended at 1400 px; what PROBE measured."""
-    probe = scratch / "probe"
-    shutil.copytree(report_dir, probe)
-    html_text = (probe / "report.html").read_text()
-    (probe / "probe.html").write_text(html_text.replace("</body>", PROBE + "</body>"))
-    result = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         f"--user-data-dir={scratch / 'profile'}", "--window-size=1400,2000", "--virtual-time-budget=10000",
-         "--dump-dom", (probe / "probe.html").as_uri()],
-        capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": str(scratch)})
-    found = re.search(r'<pre id="probe-result">(.*?)</pre>', result.stdout, re.S)
-    assert found, result.stderr[-2000:]
-    return json.loads(html.unescape(found.group(1)))
-
-
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (make test installs it)")
 def test_at_1400_px_no_header_or_label_is_narrower_than_its_longest_word(report, tmp_path):
     out, _ = report
     assert "<script" not in (out / "report.html").read_text()        # the page itself stays script-free
-    measured = measure(out, tmp_path)
+    measured = render_with_probe(out, tmp_path, PROBE, (1400, 2000))
     assert measured["body"] == PAGE_WIDTH_PX and not measured["scrolls"]   # wide tables scroll in their own box
     cells = measured["cells"]
     assert len(cells) > 150 and {"series", "payload", "marks", "camel", "100KB"} <= {c["text"] for c in cells}

@@ -19,14 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ECHO_PORTS, HOST, write_testbed
+from conftest import ECHO_PORTS, HOST, write_plan, write_testbed
 from esbperf.core import plan as plans, topology
 from esbperf.core.errors import EsbperfError
 from esbperf.run import locks, runner
 from esbperf.run.problems import StepAside, TargetDown
 from esbperf.run.step import StepRunner
 from esbperf.services.console import ControlClient
-from test_runner import write_plan
 
 pytestmark = pytest.mark.slow
 

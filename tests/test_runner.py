@@ -15,20 +15,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ECHO_PORTS, HOST, IMPOSTOR_PORT, write_testbed
+from conftest import ECHO_PORTS, HOST, IMPOSTOR_PORT, esbperf_process, wait_for, write_plan, write_testbed
 from esbperf.core import plan as plans, topology
 from esbperf.core.errors import EsbperfError
 from esbperf.results import layout as results
 from esbperf.run import preflight, runner
 from esbperf.services import console
-
-
-def write_plan(path: Path, **fields) -> Path:
-    data = {"name": path.stem, "scenarios": ["proxy"], "payloads": ["1KB"], "users": [1],
-            "duration_s": 2, "warmup_s": 3, "timeout_s": 10}
-    data.update(fields)
-    path.write_text(yaml.safe_dump(data))
-    return path
 
 
 def totals(step_dir: Path) -> dict:
@@ -92,22 +84,6 @@ def test_routing_to_the_wrong_back_end_shows_errors_not_tps(grinder, echoes, tmp
     assert 0.25 < t["Errors"] / (t["Errors"] + t["Tests"]) < 0.42, t
 
 
-def run_cli(*args: str, env_dir: Path) -> subprocess.Popen:
-    env = dict(os.environ, ESBPERF_STATE=str(env_dir))
-    return subprocess.Popen([sys.executable, "-m", "esbperf", *args], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def measuring(state_dir: Path, step: str) -> list[Path]:
     """The data logs the agents write for a step of any run (in their own folders while it runs)."""
     return list(state_dir.glob(f"agents/*/runs/*/{step}/iter-*/*/*-data.log"))
@@ -123,8 +99,8 @@ def fingerprint(folder: Path) -> dict[str, str]:
 def test_resume_after_a_kill_continues_and_loses_nothing(grinder, echoes, testbed_file, state_dir, tmp_path):
     plan_file = write_plan(tmp_path / "three.yaml", payloads=["1KB", "2KB", "3KB"])
     out = tmp_path / "results"
-    killed = run_cli("run", "--plan", str(plan_file), "--target", "direct", "--testbed", str(testbed_file),
-                     "--out", str(out), env_dir=state_dir)
+    killed = esbperf_process("run", "--plan", str(plan_file), "--target", "direct", "--testbed", str(testbed_file),
+                             "--out", str(out), state_dir=state_dir)
     first = lambda: next(iter(out.glob("*/direct/proxy/1KB/1/iter-1/step.json")), None)
     wait_for(first, 120, "the first step to finish")
     run_dir = first().parents[5]
@@ -133,7 +109,7 @@ def test_resume_after_a_kill_continues_and_loses_nothing(grinder, echoes, testbe
     killed.wait(10)
     kept = fingerprint(run_dir / "direct/proxy/1KB/1/iter-1")
 
-    resumed = run_cli("run", "--resume", str(run_dir), env_dir=state_dir)
+    resumed = esbperf_process("run", "--resume", str(run_dir), state_dir=state_dir)
     output, _ = resumed.communicate(timeout=180)
     assert resumed.returncode == 0, output
     assert "resuming" in output and "1 of 3 steps already finished" in output
@@ -152,8 +128,8 @@ def test_resume_after_a_kill_continues_and_loses_nothing(grinder, echoes, testbe
 def test_ctrl_c_stops_the_workers_and_keeps_finished_steps(grinder, echoes, testbed_file, state_dir, tmp_path):
     plan_file = write_plan(tmp_path / "two.yaml", payloads=["1KB", "2KB"], duration_s=20)
     out = tmp_path / "results"
-    process = run_cli("run", "--plan", str(plan_file), "--target", "direct", "--testbed", str(testbed_file),
-                      "--out", str(out), env_dir=state_dir)
+    process = esbperf_process("run", "--plan", str(plan_file), "--target", "direct", "--testbed", str(testbed_file),
+                              "--out", str(out), state_dir=state_dir)
     wait_for(lambda: measuring(state_dir, "direct/proxy/1KB/1"), 180, "the first step's workers")
     time.sleep(1)
     os.killpg(process.pid, signal.SIGINT)
@@ -311,6 +287,7 @@ def test_unknown_target_lists_the_known_ones(testbed_file):
         topology.load(testbed_file).target("mule")
 
 
+@pytest.mark.slow   # its fixture starts the echoes (JVMs)
 def test_a_console_that_does_not_answer_fails_preflight_within_5_s(echoes, tmp_path):
     silent = topology.load(write_testbed(tmp_path / "silent.yaml", ECHO_PORTS, console_port=16772, api_port=16773))
     started = time.monotonic()
@@ -346,6 +323,7 @@ def test_a_token_left_by_a_stopped_launcher_does_not_hide_the_console_started_by
     assert record["finished"] and "console_token_file" not in record, "the console started by hand: its default file"
 
 
+@pytest.mark.slow   # its fixture starts a console (a JVM)
 def test_a_target_that_does_not_answer_fails_preflight_with_its_address(lone_console, tmp_path):
     testbed, _ = lone_console
     with pytest.raises(EsbperfError, match=r"target camel does not answer at http://127\.0\.0\.1:16280"):

@@ -16,6 +16,7 @@ import pytest
 import yaml
 from rich.console import Console
 
+from conftest import emulated_testbed_data
 from esbperf import testbed as testbeds
 from esbperf.core import topology
 from esbperf.core.errors import EsbperfError
@@ -35,17 +36,7 @@ def ssh_testbed(tmp_path_factory) -> Path:
     """A testbed file in the ssh mode: every host but the client reached over ssh, each with an
     install folder of its own (kept for the module, so the second install has nothing to send)."""
     folder = tmp_path_factory.mktemp("ssh-testbed")
-    data = {
-        "name": "ssh-test", "emulated": True, "prefix": PREFIX,
-        "bridge": {"name": f"{PREFIX}br0", "address": f"{NET}.1/24"},
-        "console": {"port": 6372, "api_host": f"{NET}.10", "api_port": 6373},
-        "hosts": {role: {"address": f"{NET}.{n}", "link_mbit": 1000, "monitor_port": 7090}
-                  for role, n in HOSTS.items()},
-        "targets": {"direct": {"kind": "direct"}, "camel": {"kind": "esb", "esb": "camel"}},
-    }
-    data["hosts"]["esb"]["esb_ports"] = {"camel": 8280}
-    for ws in ("ws1", "ws2", "ws3"):
-        data["hosts"][ws]["echo_port"] = 8080
+    data = emulated_testbed_data("ssh-test", PREFIX, NET, HOSTS)
     for role in HOSTS:
         if role != "client":
             data["hosts"][role].update(ssh=f"root@{NET}.{HOSTS[role]}", dir=str(folder / "hosts" / role))
