@@ -37,6 +37,28 @@ def test_a_plan_of_forks_runs_each_fork_of_every_target_in_a_folder_of_its_own(t
         plans.load(write_plan(tmp_path / "zero.yaml", FORKED_PLAN, forks=0))
 
 
+def test_a_plan_in_random_order_shuffles_each_forks_cells_and_each_cells_targets_the_same_way_every_time(tmp_path):
+    """`order: random` (randomised interleaved trials): each fork and iteration its cells (scenario,
+    payload, load) in an order of its own, each cell's targets too, every step once; drawn from the
+    plan's name, fork and iteration, so the plan, as run.json keeps it, runs in the same order again."""
+    grid = {**FORKED_PLAN, "scenarios": ["proxy", "cbr", "xslt"], "payloads": ["1KB", "100KB"], "forks": 3,
+            "iterations": 1}
+    targets = ["camel", "synapse", "spring-integration"]
+    planned = plans.load(write_plan(tmp_path / "planned.yaml", grid))
+    shuffled = plans.load(write_plan(tmp_path / "random.yaml", grid, order="random"))
+    steps = shuffled.steps(targets)
+    assert sorted(map(repr, steps)) == sorted(map(repr, planned.steps(targets))), "every step once"
+    cells = {f: [(s.scenario, s.payload_bytes) for s in steps if s.fork == f][::3] for f in (1, 2, 3)}
+    assert len({tuple(c) for c in cells.values()}) == 3, "each fork its own order of cells"
+    assert all(len(set(c)) == 6 for c in cells.values())
+    firsts = {tuple(s.target for s in steps[n:n + 3]) for n in range(0, len(steps), 3)}
+    assert len(firsts) > 1 and all(sorted(t) == sorted(targets) for t in firsts), "each cell its targets, shuffled"
+    assert plans.Plan.from_dict(shuffled.to_dict(), "run.json").steps(targets) == steps
+    assert "order" not in planned.to_dict() and shuffled.to_dict()["order"] == "random"
+    with pytest.raises(EsbperfError, match="field 'order' must be"):
+        plans.load(write_plan(tmp_path / "bad.yaml", grid, order="sorted"))
+
+
 @pytest.mark.slow   # its fixtures start the console, two agents and the echoes (JVMs)
 def test_a_run_of_forks_without_a_launcher_is_refused_in_one_line(grinder, echoes, testbed_file, tmp_path):
     plan = plans.load(write_plan(tmp_path / "unlaunched.yaml", FORKED_PLAN))

@@ -8,6 +8,7 @@ target back to back, in an order rotated per iteration, so drift over the run hi
 from __future__ import annotations
 
 import math
+import random
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -56,6 +57,11 @@ FIELDS = {
     "restart": "per-run (the ESB runs through the whole run) or per-step (restarted and verified before each step)",
     "cross_check_iterations": "the iterations a run with --cross-check measures with the independent client too: a "
                               "list of iteration numbers, each at most `iterations` (default: every iteration)",
+    "order": "the order of each fork's steps: planned (the default: scenario, payload and load as the file lists "
+             "them, each against every target back to back, the targets rotated by one per iteration) or random "
+             "(each fork and iteration its cells, and each cell its targets, in an order drawn from the plan's name, "
+             "the fork and the iteration: randomised interleaved trials, so that the machine's slow moments fall on "
+             "every target and cell alike)",
     "workers": "warm (the default: one set of worker JVMs carries every step of a run, docs/grinder.md) or fresh "
                "(new worker JVMs for every step, as Grinder starts them)",
     "capacity": "the goal of a capacity search: {p99_ms: MS, max_error_percent: PERCENT, precision: SHARE, "
@@ -63,6 +69,7 @@ FIELDS = {
 }
 RESTARTS = ("per-run", "per-step")
 WORKER_MODES = ("warm", "fresh")
+ORDERS = ("planned", "random")
 # The kinds of target a target warm-up may be given per (engines.warmup_kind): a JVM ESB compiles its
 # path for minutes, the baseline's echoes and a native floor are warm in seconds.
 WARMUP_KINDS = ("direct", "floor", "esb")
@@ -202,6 +209,7 @@ class Plan:
     # With --cross-check: the iterations whose closed-model steps are measured by wrk too (empty: all).
     cross_check_iterations: list[int] = field(default_factory=list)
     workers: str = "warm"       # warm: one set of worker JVMs for the run (esbperf/run/pool.py); fresh: per step
+    order: str = "planned"      # random: each fork's cells and each cell's targets shuffled (steps())
     source: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -224,20 +232,26 @@ class Plan:
 
     def steps(self, targets: list[str] | None = None) -> list[Step]:
         """Every step in run order: forks outermost (each fork of every target at once: its engines
-        started afresh before it), then iterations, scenario, payload, load, and each step against
-        every target back to back, the targets' order rotated by one per iteration."""
+        started afresh before it), then iterations, then the cells (scenario, payload, load), each
+        against every target back to back: the cells in the file's order and the targets' order
+        rotated by one per iteration, or with `order: random` both shuffled per fork and iteration
+        (Abedi and Brecht's randomised multiple interleaved trials), from a generator seeded with the
+        plan's name, the fork and the iteration: the same plan runs its steps in the same order."""
         targets = targets or [""]
         out = []
         for f in range(1, self.forks + 1):
             for i in range(1, self.iterations + 1):
+                cells = [(s, p, users, rate) for s in self.scenarios for p in self.payloads
+                         for users, rate in self.loads()]
                 shift = (i - 1 + f - 1) % len(targets)
-                order = targets[shift:] + targets[:shift]
-                for s in self.scenarios:
-                    for p in self.payloads:
-                        size, file = (p, None) if isinstance(p, int) else (p.size, p)
-                        for users, rate in self.loads():
-                            out += [Step(s, size, users, i, t, rate, file, f if self.forks > 1 else None)
-                                    for t in order]
+                rotated = targets[shift:] + targets[:shift]
+                drawn = random.Random(f"{self.name}/fork {f}/iteration {i}") if self.order == "random" else None
+                if drawn is not None:
+                    drawn.shuffle(cells)
+                for s, p, users, rate in cells:
+                    size, file = (p, None) if isinstance(p, int) else (p.size, p)
+                    order = drawn.sample(targets, len(targets)) if drawn is not None else rotated
+                    out += [Step(s, size, users, i, t, rate, file, f if self.forks > 1 else None) for t in order]
         return out
 
     def target_warmup(self, kind: str) -> tuple[float, float]:
@@ -334,6 +348,8 @@ class Plan:
             d.pop("cross_check_iterations")
         if d["workers"] == "warm":
             d.pop("workers")         # the default, as plans without the field say it
+        if d["order"] == "planned":
+            d.pop("order")
         if d["forks"] == 1:
             d.pop("forks")
         if self.capacity is None:
@@ -461,6 +477,9 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
     workers = data.get("workers", "warm")
     if workers not in WORKER_MODES:
         fail("workers", workers)
+    order = data.get("order", "planned")
+    if order not in ORDERS:
+        fail("order", order)
     arrivals = data.get("arrivals", "poisson" if goal else "uniform")   # capacity: requests arrive at random
     if arrivals not in ARRIVALS:
         fail("arrivals", arrivals)
@@ -525,7 +544,7 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
         payload_check=payload_check,
         target_warmup_s=target_warmup_s, target_warmup_max_s=target_warmup_max_s, target_warmup_horizon_s=horizon,
         arrivals=arrivals, seed=seed, capacity=goal, cross_check_iterations=checked, workers=workers,
-        source=source,
+        order=order, source=source,
     )
 
 
