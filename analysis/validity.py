@@ -374,6 +374,14 @@ RULES: tuple[StepRule | RunRule, ...] = (
                    f"{NEIGHBOURS_BUSY_PERCENT:g} % of a core (still compiling after their warm-up, or loaded by "
                    "something else): they took CPU from the target"),
              lambda r, f: f"neighbours {r['esb_neighbours_cpu_mean']:.0f} % of a core on average"),
+    StepRule("compiler-busy", FAULT, STEPS,
+             lambda r, f: (r.get("esb_jit_mean") or 0) > steady.COMPILER_BUSY_PERCENT,
+             about("step", "measured while their target's JIT compiler used more than "
+                   f"{steady.COMPILER_BUSY_PERCENT:g} % of a core (a JVM still compiling the path it was "
+                   "measured on: it reads slower than it will, and its compiler took CPU from the window); give "
+                   "the plan an automatic warm-up (`warmup_s: auto`, which waits for the compiler) or a longer "
+                   "target warm-up"),
+             lambda r, f: f"compiler {r['esb_jit_mean']:.1f} % of a core on average"),
     StepRule("client-bound", NOTE, STEPS, lambda r, f: bool(r.get("client_bound")),
              about("step", "whose client was at its limit: its worker JVMs (or, on cores of its own, the load host) "
                    f"were more than {bottleneck.CLIENT_BOUND_PERCENT:.0f} % busy in the window (held for 3 samples "

@@ -185,7 +185,7 @@ def test_run_manifests_say_the_cpu_frequency_policy_or_why_they_cannot(tmp_path)
 def test_run_manifests_carry_each_engines_version_and_settings():
     described = environment.engines(["camel", "nginx", "a-team-s-own"])
     assert set(described) == {"camel", "nginx"}
-    assert described["camel"]["kind"] == "ESB" and described["camel"]["heap"] == "1g"
+    assert described["camel"]["kind"] == "ESB" and described["camel"]["heap"] == "2g"
     assert described["camel"]["version"].startswith("camel-*.jar 4.")
     assert described["nginx"]["kind"] == "floor" and described["nginx"]["command"][0] == "nginx"
     if shutil.which("nginx"):

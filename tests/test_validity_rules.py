@@ -80,6 +80,7 @@ def _faulty(row: dict, n: int) -> dict:
         {"clock_skew_change_ms": -140.0, "clock_skew_change_role": "ws3"},
         {"clock_skew_change_ms": 4.0, "clock_skew_change_role": "ws3"},
         {"esb_neighbours_cpu_mean": 31.0},
+        {"esb_jit_mean": 12.5},
         {"client_bound": True, "client_bound_by": "client workers 91 %", "bound": "client"},
         {"bound": "backends", "console_check": "disagrees", "console_min": 9, "console_max": 10,
          "console_tests": 30, "console_errors": 1},

@@ -57,11 +57,8 @@ FIELDS = {
     "restart": "per-run (the ESB runs through the whole run) or per-step (restarted and verified before each step)",
     "cross_check_iterations": "the iterations a run with --cross-check measures with the independent client too: a "
                               "list of iteration numbers, each at most `iterations` (default: every iteration)",
-    "order": "the order of each fork's steps: planned (the default: scenario, payload and load as the file lists "
-             "them, each against every target back to back, the targets rotated by one per iteration) or random "
-             "(each fork and iteration its cells, and each cell its targets, in an order drawn from the plan's name, "
-             "the fork and the iteration: randomised interleaved trials, so that the machine's slow moments fall on "
-             "every target and cell alike)",
+    "order": "planned (the default: cells as the file lists them, targets rotated per iteration) or random "
+             "(each fork and iteration its cells and targets shuffled, drawn from the plan's name: docs/running.md)",
     "workers": "warm (the default: one set of worker JVMs carries every step of a run, docs/grinder.md) or fresh "
                "(new worker JVMs for every step, as Grinder starts them)",
     "capacity": "the goal of a capacity search: {p99_ms: MS, max_error_percent: PERCENT, precision: SHARE, "
@@ -390,7 +387,9 @@ def load(name_or_path: str | Path, script: str = "") -> Plan:
 
 def _validate(data: dict, source: str, script: str = "") -> Plan:
     def fail(name: str, got: Any) -> None:
-        raise EsbperfError(f"{source}: field '{name}' must be {FIELDS[name]}, got {got!r}")
+        shown = repr(got)   # an arbitrary value shown in part: the message stays a readable line
+        raise EsbperfError(f"{source}: field '{name}' must be {FIELDS[name]}, "
+                           f"got {shown if len(shown) <= 120 else shown[:117] + '...'}")
 
     unknown = [k for k in data if k not in FIELDS]
     if unknown:

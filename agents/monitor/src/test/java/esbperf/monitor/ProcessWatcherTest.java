@@ -152,4 +152,35 @@ class ProcessWatcherTest {
     }
     assertEquals(Map.of("10", 50.0, "esb-under-test", 50.0), cpu);
   }
+
+  @Test
+  void eachTickReadsTheGroupsCompilerThreadsAsAShareOfOneCore(@org.junit.jupiter.api.io.TempDir java.nio.file.Path proc)
+      throws java.io.IOException {
+    final FakeProbe probe = new FakeProbe();
+    probe.commandLines.put(10L, "java esb-under-test");
+    probe.cpuMs.put(10L, 0L);
+    final ProcessWatcher watcher = new ProcessWatcher(probe, List.of(), List.of("esb-under-test"),
+        () -> probe.clockMs, label -> new CompilerThreads(proc));
+    compilerThread(proc, 10, 11, 100);
+    final Tick.Builder first = new Tick.Builder();
+    watcher.sample(0, first);
+    watcher.sampleCompilers(first);   // its start: nothing yet
+    assertEquals(List.of(), first.build(0, new HashMap<>()).keys().stream().filter(k -> k.metric().equals("proc.jit")).toList());
+    compilerThread(proc, 10, 11, 150);   // 50 ticks: 500 ms of compiling in the second
+    probe.clockMs = 1000;
+    final Tick.Builder second = new Tick.Builder();
+    watcher.sampleCompilers(second);
+    final Tick tick = second.build(1000, new HashMap<>());
+    assertEquals(List.of(new Tick.Key("proc.jit", "esb-under-test")), tick.keys());
+    assertEquals(50.0, tick.values()[0], 1e-9);
+  }
+
+  /** A C2 compiler thread `tid` of process `pid` in the fake /proc, with `ticks` of CPU so far. */
+  private static void compilerThread(java.nio.file.Path proc, long pid, long tid, long ticks) throws java.io.IOException {
+    final java.nio.file.Path task = proc.resolve(pid + "/task/" + tid);
+    java.nio.file.Files.createDirectories(task);
+    java.nio.file.Files.writeString(task.resolve("comm"), "C2 CompilerThre\n");
+    java.nio.file.Files.writeString(task.resolve("stat"), tid + " (C2 CompilerThre) S 1 1 1 0 -1 0 0 0 0 0 "
+        + ticks + " 0 0 0 20 0 30 0 100 0 0\n");
+  }
 }
