@@ -226,7 +226,7 @@ def test_steps_the_testbed_bounded_are_used_for_no_verdict_about_engines(publish
     assert at_one["q"].is_not_null().all()
     engines = found.filter((pl.col("a_target") == "camel") & (pl.col("b_target") == "synapse") & (pl.col("users") == 20))
     assert engines["q"].is_not_null().all()
-    from esbperf.analysis.verdicts import family_line
+    from esbperf.analysis.verdicts import family_line, percent_level
     judged = found.filter(pl.col("q").is_not_null()).height
     assert f"of {judged} verdicts show a difference" in family_line(found)
     intro = pages.verdicts_intro(data)
@@ -234,7 +234,7 @@ def test_steps_the_testbed_bounded_are_used_for_no_verdict_about_engines(publish
     assert f"({with_direct.height} of {closed} verdicts at closed steps are not judged for that" in intro
     assert "used for no verdict about engines" in intro
     # The intervals' level is named only where the family's control moved it off 95 % (never "at 95 %, not 95 %").
-    level = pages.forks.percent_level(found["confidence"].drop_nulls().max())
+    level = percent_level(found["confidence"].drop_nulls().max())
     assert (f"So each interval is at {level}, not 95 %" in intro) == (level != "95 %"), (level, intro)
 
 
