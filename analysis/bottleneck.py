@@ -174,7 +174,7 @@ def client_bound(role: str, cpu_percents: list[float], proc_percents: list[float
 # step at a link bound whose engine also read 90 % is the link's figure, not proof about the
 # engine); the client first of all. A testbed bound (TESTBED) is a fact about the step, not a
 # fault: the target answers at least its TPS (within at most its response times), and a comparison
-# with it says "at least" or is not judged (analysis/forks.py `verdict`, the gate).
+# with it says "at least" or is not judged (analysis/verdicts.py `verdict`, the gate).
 
 PRECEDENCE = ("client", "link", "backends", "engine")
 BOUNDS = (*PRECEDENCE, "none")

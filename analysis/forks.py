@@ -10,15 +10,14 @@ figures are as certain as its processes allow, not its iterations.
   the forks: each resample's figure taken from the resampled forks' pooled data (their TPS, their
   pooled histograms' percentile), its spread the interval's standard error, the forks the degrees
   of freedom.
-- `verdict`: that interval in one sentence ("camel is faster than synapse by 12 % (95 %: 6–18 %)"),
-  "at least" or not judged where the testbed bounded a side.
 - `family`: a family of verdicts judged together (Benjamini–Hochberg on `p_value`s from the same t
-  statistics as their intervals), and the level each interval is then given at.
+  statistics as their intervals), and the level each interval is then given at (`at_confidence`).
 - `repetitions`: how many forks and iterations a difference of 5 % or 10 % needs, from a pilot's
   variance components.
 
 With one fork the iterations are the units: every interval then says it leaves out the variance
-between processes (`Interval.one_fork`), which no number of iterations of one process measures."""
+between processes (`Interval.one_fork`), which no number of iterations of one process measures.
+What the intervals say in words (a verdict's sentence, a family's line) is analysis/verdicts.py's."""
 from __future__ import annotations
 
 import functools
@@ -506,32 +505,9 @@ def repetitions(between: float, within: float, fork_cost_s: float, iteration_cos
     return Repetitions(difference, None, r, None)
 
 
-# --- verdicts' words ----------------------------------------------------------------------------------
-
-# How a verdict words each figure: higher is better (TPS, capacity) or lower (latency).
-HIGHER_IS_BETTER = {"tps": True, "capacity": True, "p50": False, "p90": False, "p99": False, "mean": False}
-FIGURE_NAMES = {"tps": "TPS", "capacity": "capacity", "p50": "p50", "p90": "p90", "p99": "p99", "mean": "mean"}
-
-
 def _widened(value: float, reach: float) -> tuple[float, float]:
     """value ÷ e^reach and value × e^reach: an interval symmetric in the log; past any float, no bound."""
     return (value * math.exp(-reach), value * math.exp(reach)) if reach < 700 else (0.0, math.inf)
-
-
-def _percent(x: float) -> str:
-    if not math.isfinite(x):
-        return "∞"
-    x = 100 * x
-    return f"{x:.0f}" if abs(x) >= 10 else f"{x:.1f}"
-
-
-def signed_percent(x: float) -> str:
-    """A relative change as a signed percentage: +9.0, −4.0, −12."""
-    return ("+" if x >= 0 else "−") + _percent(abs(x))
-
-
-def _range(low: float, high: float) -> str:
-    return f"{_percent(low)}–{_percent(high)} %"
 
 
 # --- a family of verdicts: its false discoveries ------------------------------------------------------
@@ -591,29 +567,6 @@ class Family:
         """How many of the judged would show a difference at 95 % each were there none at all."""
         return FALSE_DISCOVERIES * self.judged
 
-    def level(self) -> str:
-        """The members' confidence as a sentence gives it: `95 %`, `99.2 %`."""
-        return percent_level(self.confidence)
-
-    def control(self) -> str:
-        """Which control applied, for a verdict's sentence and verdicts.csv `control`."""
-        if self.judged < 2:
-            return "one verdict: no family to control"
-        return (f"Benjamini–Hochberg over {self.judged} verdicts: false discoveries at most "
-                f"{percent_level(FALSE_DISCOVERIES)} of those shown; intervals at {self.level()}")
-
-    def describe(self, noun: str = "verdicts") -> str:
-        """One line: how many show a difference, under which control, and how many chance alone would."""
-        if not self.judged:
-            return f"no {noun} with an interval"
-        return (f"{self.shown} of {self.judged} {noun} show a difference with their false discoveries held to "
-                f"{percent_level(FALSE_DISCOVERIES)} (Benjamini–Hochberg; intervals at {self.level()}); with no "
-                f"difference at all, {self.judged} intervals at 95 % would show about {self.by_chance:.0f} by chance")
-
-
-def percent_level(confidence: float) -> str:
-    text = f"{100 * confidence:.1f}".rstrip("0").rstrip(".")
-    return f"{text} %"
 
 
 def family(p_values: Sequence[float | None]) -> Family:
@@ -625,106 +578,3 @@ def family(p_values: Sequence[float | None]) -> Family:
     shown = sum(v is not None and v <= FALSE_DISCOVERIES for v in q)
     confidence = 1 - max(shown, 1) * FALSE_DISCOVERIES / len(judged) if judged else CONFIDENCE
     return Family(tuple(p_values), q, len(judged), shown, confidence)
-
-
-# --- verdicts in words ---------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Verdict:
-    figure: str          # tps, p50, p99, capacity
-    a: str
-    b: str
-    interval: Interval   # of a ÷ b, at the family's confidence
-    better: str          # the target shown better, "" when no difference is shown or not judged
-    sentence: str
-    short: str = ""      # for a table cell: `camel by 12 % (6.0–18 %)`, `none shown (−4.0 to +9.0 %)`, `not judged`
-    at_least: bool = False   # the better side's steps were bounded by the testbed: the difference is at least this
-    hidden: str = ""     # why a testbed bound leaves it not judged, though it has an interval
-
-    @property
-    def shown(self) -> bool | None:
-        return None if not self.interval.has_interval or self.hidden else bool(self.better)
-
-
-def _bounded(bound: str | None) -> bool:
-    return bound in ("client", "link", "backends")      # analysis/bottleneck.py TESTBED
-
-
-def hidden_by_bound(found: Interval, figure: str, bounds: tuple[str | None, str | None]) -> bool:
-    """Whether a testbed bound hides the comparison: a bounded side measured a floor of what its target
-    does (TPS at least, response times at most), so only a difference in its favour stands; both sides
-    bounded, or the bounded side not reading better, is not judged."""
-    mine, theirs = (_bounded(b) for b in bounds)
-    if not (mine or theirs) or not found.has_interval:
-        return False
-    if mine and theirs:
-        return True
-    higher = HIGHER_IS_BETTER.get(figure, True)
-    a_better = (found.low > 1) if higher else (found.high < 1)
-    b_better = (found.high < 1) if higher else (found.low > 1)
-    return not (a_better if mine else b_better)
-
-
-def verdict(a: str, b: str, figure: str, found: Interval, bound_note: str = "",
-            bounds: tuple[str | None, str | None] = (None, None), family_of: Family | None = None,
-            q: float | None = None) -> Verdict:
-    """One sentence for A ÷ B of `figure`: which is better and by how much, with the interval
-    ("camel is faster than synapse by 12 % (95 %: 6–18 %)"), or "no difference shown" with the
-    interval of A against B, or why not judged. `found` is at 95 %; in a family (`family_of`, with
-    this verdict's adjusted p-value `q`) it is given at the family's confidence, and the sentence says
-    which control applied. A verdict from one process per target says "within one process".
-    `bounds`: each side's bound (analysis/bottleneck.py); a side the testbed bounded measured a floor
-    of its target, so a difference in its favour is "at least" that, and any other is not judged
-    (hidden_by_bound). `bound_note`: what bounded the steps (compare.bound_note), said at the end."""
-    name = FIGURE_NAMES.get(figure, figure)
-    confidence = family_of.confidence if family_of is not None else CONFIDENCE
-    if family_of is not None:
-        found = at_confidence(found, confidence)
-    level = percent_level(confidence)
-    control = (f"; q {_q(q)}, Benjamini–Hochberg over {family_of.judged} verdicts"
-               if family_of is not None and family_of.judged > 1 and q is not None else "")
-    tail = "".join(f"; {note}" for note in (found.note() if found.has_interval else "", bound_note) if note)
-    if not found.has_interval:
-        why = found.why_none or "no interval"
-        return Verdict(figure, a, b, found, "", f"{a} vs {b}, {name}: not judged ({why})" + tail, "not judged")
-    if hidden_by_bound(found, figure, bounds):
-        sides = [who for who, bound in zip((a, b), bounds) if _bounded(bound)]
-        why = (f"{' and '.join(sides)} bounded by the testbed: a bounded side answers at least the TPS it read, "
-               "within at most its response times, " + ("on both sides" if len(sides) == 2 else
-                                                        "and reads no better than the other"))
-        return Verdict(figure, a, b, found, "", f"{a} vs {b}, {name}: not judged ({why})" + tail,
-                       "not judged (bound)", hidden=why)
-    low, high = found.low, found.high
-    higher = HIGHER_IS_BETTER.get(figure, True)
-    one = " within one process" if found.one_fork else ""
-    if low > 1 or high < 1:
-        first, second = (a, b) if (low > 1) == higher else (b, a)
-        at_least = _bounded(bounds[0] if first == a else bounds[1])
-        if low > 1:                      # a's figure is the larger
-            up, up_low, up_high = found.value - 1, low - 1, high - 1                        # a over b
-            down, down_low, down_high = 1 - 1 / found.value, 1 - 1 / low, 1 - 1 / high      # b under a
-        else:
-            up, up_low, up_high = 1 / found.value - 1, 1 / high - 1, 1 / low - 1            # b over a
-            down, down_low, down_high = 1 - found.value, 1 - high, 1 - low                  # a under b
-        size, size_low, size_high = (up, up_low, up_high) if higher else (down, down_low, down_high)
-        if at_least:                     # the better side was held back by the testbed: a floor
-            by = f"at least {_percent(size)} % ({level}: at least {_percent(size_low)} %{control})"
-            cell = f"{first} by ≥ {_percent(size)} % (≥ {_percent(size_low)} %)"
-        else:
-            by = f"{_percent(size)} % ({level}: {_range(size_low, size_high)}{control})"
-            cell = f"{first} by {_percent(size)} % ({_range(size_low, size_high)})"
-        if higher:
-            words = {"tps": "is faster than", "capacity": "holds more than"}.get(figure, f"has a higher {name} than")
-            text = f"{first} {words} {second}{one} by {by}"
-        else:
-            text = f"{first}'s {name} is lower than {second}'s{one} by {by}"
-        return Verdict(figure, a, b, found, first, text + tail, cell + (", one process" if one else ""),
-                       at_least=at_least)
-    shown = f"{signed_percent(low - 1)} to {signed_percent(high - 1)} %"
-    text = f"{a} vs {b}, {name}: no difference shown{one} ({level}: {shown} for {a} against {b}{control})"
-    return Verdict(figure, a, b, found, "", text + tail, f"none shown ({shown})")
-
-
-def _q(q: float) -> str:
-    """`= 0.0016`, `< 0.001`: an adjusted p-value as a sentence gives it."""
-    return f"= {q:.2g}" if q >= 0.001 else "< 0.001"

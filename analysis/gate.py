@@ -37,6 +37,7 @@ import polars as pl
 from esbperf.analysis import forks
 from esbperf.analysis.bottleneck import NAMES as BOUND_NAMES, pooled_bound, testbed_bound
 from esbperf.analysis.stats import KEYS, PERCENTILES, StepHistograms, distribution_figures, figure_sample, t_quantile
+from esbperf.analysis.verdicts import percent_level, q_text, signed_percent
 from esbperf.core.errors import EsbperfError
 from esbperf.core.steady import min_transactions
 from esbperf.results.histogram import Histogram
@@ -440,13 +441,13 @@ def _judge_on_forks(limit: Limit, run: str, step: str, base: _Step, new: _Step, 
         found = forks.at_confidence(found, family.confidence)
         q = dict(zip(forked, family.q)).get(key) if forked is not None else None
         if family.judged > 1 and q is not None:
-            control = f"; Benjamini–Hochberg over {family.judged} checks, q {forks._q(q)}"
+            control = f"; Benjamini–Hochberg over {family.judged} checks, q {q_text(q)}"
     line = 1 + limit.worse * limit.value / 100          # the limit as a ratio NEW ÷ BASE
     beyond = found.low > line if limit.worse > 0 else found.high < line
     within = found.high <= line if limit.worse > 0 else found.low >= line
-    level = forks.percent_level(family.confidence if family is not None else CONFIDENCE)
-    where = (f"{level} interval of the change {forks.signed_percent(found.low - 1)} to "
-             f"{forks.signed_percent(found.high - 1)} % over "
+    level = percent_level(family.confidence if family is not None else CONFIDENCE)
+    where = (f"{level} interval of the change {signed_percent(found.low - 1)} to "
+             f"{signed_percent(found.high - 1)} % over "
              f"{base.forks} and {new.forks} forks{control}")
     significant = not found.low <= 1 <= found.high
     if beyond:

@@ -21,9 +21,9 @@ import yaml
 
 from esbperf import __version__
 from esbperf.analysis import compare as comparing
-from esbperf.analysis import forks, graphs
+from esbperf.analysis import graphs
 from esbperf.analysis import headline as headlines
-from esbperf.analysis.verdicts import family_line
+from esbperf.analysis.verdicts import FIGURE_NAMES, family_line, signed_percent
 from esbperf.analysis.runs import Run
 from esbperf.analysis.stats import KEYS, LATENCY_PERCENTILES, MIN_ITERATIONS_FOR_CI, PERCENTILES
 from esbperf.core.steady import PERCENTILE_CONFIDENCE, min_transactions
@@ -524,7 +524,7 @@ def _ratio_cell(ratio: float, low: float, high: float) -> str:
         return f"×{ratio:.1f} ({low:.1f}–{high:.1f})" if ratio < 10 else f"×{ratio:.0f} ({low:.0f}–{high:.0f})"
 
     def pct(x: float) -> str:
-        return forks.signed_percent(x - 1)
+        return signed_percent(x - 1)
     return f"{pct(ratio)} % ({pct(low)} to {pct(high)})"
 
 
@@ -585,7 +585,7 @@ def verdict_matrix(verdicts: pl.DataFrame, plans: list[str] | None = None) -> st
                 tds.append(f"<td class=\"verdict{' marked' if marks else ''}\" data-verdict=\"{n}\" "
                            f"title=\"{escape(r['sentence'] or '')}\">{escape(text)}{escape(''.join(marks))}</td>")
             body.append(f"<tr><td class=\"text\">{escape(label)}</td>{''.join(tds)}</tr>")
-    head = "<th class=\"text\">step</th>" + "".join(f"<th>{escape(forks.FIGURE_NAMES.get(f, f))}</th>" for f in figures)
+    head = "<th class=\"text\">step</th>" + "".join(f"<th>{escape(FIGURE_NAMES.get(f, f))}</th>" for f in figures)
     return (f"<table class=\"matrix\"><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>")
 
 

@@ -753,7 +753,7 @@ def repetition_lines(pilot: RoundData) -> list[str]:
 def verdicts_intro(data: RoundData) -> str:
     """What the verdicts are judged on, the control their family is under, and how many of them chance
     alone would give."""
-    from esbperf.analysis.verdicts import family_line
+    from esbperf.analysis.verdicts import family_line, percent_level
     found = verdicts(data)
     one = one_process_note(data)
     unit = ("the iterations of each target's one engine process as the units (this round ran one process per "
@@ -764,11 +764,11 @@ def verdicts_intro(data: RoundData) -> str:
             f"their figures, with {unit}: a cell names the better target and by how much, with its interval, only "
             "when the interval leaves out a ratio of 1; otherwise no difference is shown, and the interval says "
             "how large one could be. The verdicts are one family: "
-            + family_line(found) + ". " + (f"So each interval is at {forks.percent_level(level)}, not 95 %: "
+            + family_line(found) + ". " + (f"So each interval is at {percent_level(level)}, not 95 %: "
                                            "Benjamini–Hochberg's level for the differences shown (its q is in "
                                            "verdicts.csv, `q`), at which a verdict shows a difference exactly "
                                            "when its interval leaves out none. "
-                                           if level and forks.percent_level(level) != forks.percent_level(forks.CONFIDENCE)
+                                           if level and percent_level(level) != percent_level(forks.CONFIDENCE)
                                            else "")
             + (strict_note(found) if data.strict else
                "A target whose steps the testbed bounded (the client, a link, the back ends: its `bound`) "

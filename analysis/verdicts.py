@@ -6,13 +6,16 @@ lines it prints), the gate and a round's page say of two targets comes from here
 them (a report's, a compare's, a round's) is judged as one: Benjamini–Hochberg on the p-values of
 their own t statistics (forks.family), each interval at the family's level, so that a verdict shows a
 difference exactly when its interval leaves out none, and the family says how many chance alone
-would show (`family_line`).
+would show (`family_line`). Every sentence about a verdict is written here: one verdict's (`verdict`:
+"at least", or not judged, where the testbed bounded a side), a family's (`family_describe`), and the
+lines a command prints.
 
 And how many forks and iterations a difference needs (`advice`), from the pilot's own variance
 components (Kalibera & Jones, ISMM 2013)."""
 from __future__ import annotations
 
 import itertools
+import math
 import statistics
 from dataclasses import dataclass
 from typing import Iterable
@@ -20,6 +23,7 @@ from typing import Iterable
 import polars as pl
 
 from esbperf.analysis import forks
+from esbperf.analysis.bottleneck import testbed_bound
 from esbperf.analysis.runs import BASELINE_TARGET
 from esbperf.analysis.stats import StepHistograms, figure_sample
 
@@ -71,7 +75,7 @@ class Pending:
         """Its test's p-value; 1 where a testbed bound leaves it not judged (it counts in the family,
         and never shows a difference)."""
         p = forks.p_value(self.found)
-        return 1.0 if p is not None and forks.hidden_by_bound(self.found, self.figure, self.bounds) else p
+        return 1.0 if p is not None and hidden_by_bound(self.found, self.figure, self.bounds) else p
 
 
 def pending_pairs(summary: pl.DataFrame, histograms: dict[tuple, StepHistograms], labels: dict[tuple[str, str], str],
@@ -125,11 +129,11 @@ def judged(pending: list[Pending]) -> pl.DataFrame:
     rows = []
     for v, q in zip(pending, family.q):
         p = forks.p_value(v.found)       # its own test's (a member a bound hides counts as 1 in the family)
-        said = forks.verdict(v.row["a"], v.row["b"], v.figure, v.found, v.bound_note, v.bounds, family, q)
+        said = verdict(v.row["a"], v.row["b"], v.figure, v.found, v.bound_note, v.bounds, family, q)
         i = said.interval
         rows.append({**v.row, "ratio": i.value, "ratio_low": i.low, "ratio_high": i.high,
                      "confidence": family.confidence if i.has_interval else None, "p": p, "q": q,
-                     "control": family.control() if q is not None else "", "df": i.df, "forks": i.forks,
+                     "control": family_control(family) if q is not None else "", "df": i.df, "forks": i.forks,
                      "units": i.units, "one_fork": i.one_fork, "paired": i.paired, "shown": said.shown,
                      "better": said.better,
                      "at_least": said.at_least, "sentence": said.sentence + v.after,
@@ -152,7 +156,7 @@ def family_line(verdicts: pl.DataFrame) -> str:
     shown = judged_rows.filter(pl.col("q") <= forks.FALSE_DISCOVERIES).height
     family = forks.Family((), (), judged_rows.height, shown,
                           judged_rows["confidence"].max() if judged_rows.height else forks.CONFIDENCE)
-    line = family.describe()
+    line = family_describe(family)
     if judged_rows.height and judged_rows["one_fork"].all():
         line += ("; every one from a single process per target (its iterations the units): a difference shown "
                  "is one between those processes, not yet between the engines")
@@ -170,6 +174,154 @@ def lines(verdicts: pl.DataFrame, limit: int | None = None) -> list[str]:
     if limit is not None and len(out) > limit:
         out = out[:limit] + [f"… and {len(out) - limit} more (verdicts.csv)"]
     return out
+
+
+# --- a verdict in words ----------------------------------------------------------------------------------
+
+# How a verdict words each figure: higher is better (TPS, capacity) or lower (latency).
+HIGHER_IS_BETTER = {"tps": True, "capacity": True, "p50": False, "p90": False, "p99": False, "mean": False}
+FIGURE_NAMES = {"tps": "TPS", "capacity": "capacity", "p50": "p50", "p90": "p90", "p99": "p99", "mean": "mean"}
+
+
+def _percent(x: float) -> str:
+    if not math.isfinite(x):
+        return "∞"
+    x = 100 * x
+    return f"{x:.0f}" if abs(x) >= 10 else f"{x:.1f}"
+
+
+def signed_percent(x: float) -> str:
+    """A relative change as a signed percentage: +9.0, −4.0, −12."""
+    return ("+" if x >= 0 else "−") + _percent(abs(x))
+
+
+def _range(low: float, high: float) -> str:
+    return f"{_percent(low)}–{_percent(high)} %"
+
+
+def percent_level(confidence: float) -> str:
+    """A confidence as a sentence gives it: `95 %`, `99.2 %`."""
+    text = f"{100 * confidence:.1f}".rstrip("0").rstrip(".")
+    return f"{text} %"
+
+
+def q_text(q: float) -> str:
+    """`= 0.0016`, `< 0.001`: an adjusted p-value as a sentence gives it."""
+    return f"= {q:.2g}" if q >= 0.001 else "< 0.001"
+
+
+def family_control(family: forks.Family) -> str:
+    """Which control applied to a family (forks.family), for a verdict's sentence and verdicts.csv
+    `control`."""
+    if family.judged < 2:
+        return "one verdict: no family to control"
+    return (f"Benjamini–Hochberg over {family.judged} verdicts: false discoveries at most "
+            f"{percent_level(forks.FALSE_DISCOVERIES)} of those shown; intervals at {percent_level(family.confidence)}")
+
+
+def family_describe(family: forks.Family, noun: str = "verdicts") -> str:
+    """One line: how many of a family show a difference, under which control, and how many chance alone
+    would."""
+    if not family.judged:
+        return f"no {noun} with an interval"
+    return (f"{family.shown} of {family.judged} {noun} show a difference with their false discoveries held to "
+            f"{percent_level(forks.FALSE_DISCOVERIES)} (Benjamini–Hochberg; intervals at "
+            f"{percent_level(family.confidence)}); with no difference at all, {family.judged} intervals at 95 % "
+            f"would show about {family.by_chance:.0f} by chance")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A verdict on two targets' figure: its interval at the family's level, and its sentence."""
+
+    figure: str          # tps, p50, p99, capacity
+    a: str
+    b: str
+    interval: forks.Interval   # of a ÷ b, at the family's confidence
+    better: str          # the target shown better, "" when no difference is shown or not judged
+    sentence: str
+    short: str = ""      # for a table cell: `camel by 12 % (6.0–18 %)`, `none shown (−4.0 to +9.0 %)`, `not judged`
+    at_least: bool = False   # the better side's steps were bounded by the testbed: the difference is at least this
+    hidden: str = ""     # why a testbed bound leaves it not judged, though it has an interval
+
+    @property
+    def shown(self) -> bool | None:
+        return None if not self.interval.has_interval or self.hidden else bool(self.better)
+
+
+def hidden_by_bound(found: forks.Interval, figure: str, bounds: tuple[str | None, str | None]) -> bool:
+    """Whether a testbed bound hides the comparison: a bounded side measured a floor of what its target
+    does (TPS at least, response times at most), so only a difference in its favour stands; both sides
+    bounded, or the bounded side not reading better, is not judged."""
+    mine, theirs = (testbed_bound(b) for b in bounds)
+    if not (mine or theirs) or not found.has_interval:
+        return False
+    if mine and theirs:
+        return True
+    higher = HIGHER_IS_BETTER.get(figure, True)
+    a_better = (found.low > 1) if higher else (found.high < 1)
+    b_better = (found.high < 1) if higher else (found.low > 1)
+    return not (a_better if mine else b_better)
+
+
+def verdict(a: str, b: str, figure: str, found: forks.Interval, bound_note: str = "",
+            bounds: tuple[str | None, str | None] = (None, None), family_of: forks.Family | None = None,
+            q: float | None = None) -> Verdict:
+    """One sentence for A ÷ B of `figure`: which is better and by how much, with the interval
+    ("camel is faster than synapse by 12 % (95 %: 6–18 %)"), or "no difference shown" with the
+    interval of A against B, or why not judged. `found` is at 95 %; in a family (`family_of`, with
+    this verdict's adjusted p-value `q`) it is given at the family's confidence, and the sentence says
+    which control applied. A verdict from one process per target says "within one process".
+    `bounds`: each side's bound (analysis/bottleneck.py); a side the testbed bounded measured a floor
+    of its target, so a difference in its favour is "at least" that, and any other is not judged
+    (hidden_by_bound). `bound_note`: what bounded the steps (compare.bound_note), said at the end."""
+    name = FIGURE_NAMES.get(figure, figure)
+    confidence = family_of.confidence if family_of is not None else forks.CONFIDENCE
+    if family_of is not None:
+        found = forks.at_confidence(found, confidence)
+    level = percent_level(confidence)
+    control = (f"; q {q_text(q)}, Benjamini–Hochberg over {family_of.judged} verdicts"
+               if family_of is not None and family_of.judged > 1 and q is not None else "")
+    tail = "".join(f"; {note}" for note in (found.note() if found.has_interval else "", bound_note) if note)
+    if not found.has_interval:
+        why = found.why_none or "no interval"
+        return Verdict(figure, a, b, found, "", f"{a} vs {b}, {name}: not judged ({why})" + tail, "not judged")
+    if hidden_by_bound(found, figure, bounds):
+        sides = [who for who, bound in zip((a, b), bounds) if testbed_bound(bound)]
+        why = (f"{' and '.join(sides)} bounded by the testbed: a bounded side answers at least the TPS it read, "
+               "within at most its response times, " + ("on both sides" if len(sides) == 2 else
+                                                        "and reads no better than the other"))
+        return Verdict(figure, a, b, found, "", f"{a} vs {b}, {name}: not judged ({why})" + tail,
+                       "not judged (bound)", hidden=why)
+    low, high = found.low, found.high
+    higher = HIGHER_IS_BETTER.get(figure, True)
+    one = " within one process" if found.one_fork else ""
+    if low > 1 or high < 1:
+        first, second = (a, b) if (low > 1) == higher else (b, a)
+        at_least = testbed_bound(bounds[0] if first == a else bounds[1])
+        if low > 1:                      # a's figure is the larger
+            up, up_low, up_high = found.value - 1, low - 1, high - 1                        # a over b
+            down, down_low, down_high = 1 - 1 / found.value, 1 - 1 / low, 1 - 1 / high      # b under a
+        else:
+            up, up_low, up_high = 1 / found.value - 1, 1 / high - 1, 1 / low - 1            # b over a
+            down, down_low, down_high = 1 - found.value, 1 - high, 1 - low                  # a under b
+        size, size_low, size_high = (up, up_low, up_high) if higher else (down, down_low, down_high)
+        if at_least:                     # the better side was held back by the testbed: a floor
+            by = f"at least {_percent(size)} % ({level}: at least {_percent(size_low)} %{control})"
+            cell = f"{first} by ≥ {_percent(size)} % (≥ {_percent(size_low)} %)"
+        else:
+            by = f"{_percent(size)} % ({level}: {_range(size_low, size_high)}{control})"
+            cell = f"{first} by {_percent(size)} % ({_range(size_low, size_high)})"
+        if higher:
+            words = {"tps": "is faster than", "capacity": "holds more than"}.get(figure, f"has a higher {name} than")
+            text = f"{first} {words} {second}{one} by {by}"
+        else:
+            text = f"{first}'s {name} is lower than {second}'s{one} by {by}"
+        return Verdict(figure, a, b, found, first, text + tail, cell + (", one process" if one else ""),
+                       at_least=at_least)
+    shown = f"{signed_percent(low - 1)} to {signed_percent(high - 1)} %"
+    text = f"{a} vs {b}, {name}: no difference shown{one} ({level}: {shown} for {a} against {b}{control})"
+    return Verdict(figure, a, b, found, "", text + tail, f"none shown ({shown})")
 
 
 # --- how many forks --------------------------------------------------------------------------------

@@ -278,8 +278,8 @@ def interval_of(value: float, low: float, high: float, one_fork: bool = False):
 ], ids=["faster and bounded", "lower p99 and bounded", "slower and bounded", "none shown, bounded",
         "both bounded", "engine bounds"])
 def test_a_verdict_against_a_bounded_step_says_at_least_or_is_not_judged(figure, found, bounds, said):
-    from esbperf.analysis import forks
-    v = forks.verdict("direct", "camel", figure, interval_of(*found), bounds=bounds)
+    from esbperf.analysis import verdicts
+    v = verdicts.verdict("direct", "camel", figure, interval_of(*found), bounds=bounds)
     assert v.sentence.startswith(said), v.sentence
     judged = "not judged" not in said
     assert (v.shown is None) == (not judged) and v.at_least == ("at least" in said)

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from esbperf.analysis import forks
+from esbperf.analysis import forks, verdicts
 from esbperf.results.histogram import Histogram, bucket_index, bucket_low, bucket_shifts
 
 TPS, BETWEEN_CV, WITHIN_CV = 1000.0, 0.05, 0.03       # a process's speed varies by 5 %, an iteration's by 3 %
@@ -169,13 +169,13 @@ def test_one_fork_says_it_leaves_out_the_variance_between_processes_and_would_un
     assert covered < 0.75 * 400, covered
     ratio = forks.ratio(tps_sample(rng, TPS, 1, 5), tps_sample(rng, TPS, 4, 3))
     assert ratio.one_fork and "leaves out the variance between processes" in \
-        forks.verdict("camel", "synapse", "tps", ratio).sentence
+        verdicts.verdict("camel", "synapse", "tps", ratio).sentence
 
 
 def test_a_single_iteration_or_fork_gives_no_interval_and_says_why():
     one = forks.Sample.of_values([1000.0], [1])
     assert forks.interval(one).why_none == "one iteration: no interval"
-    v = forks.verdict("camel", "synapse", "tps", forks.ratio(one, forks.Sample.of_values([900.0, 950.0], [1, 2])))
+    v = verdicts.verdict("camel", "synapse", "tps", forks.ratio(one, forks.Sample.of_values([900.0, 950.0], [1, 2])))
     assert v.sentence == "camel vs synapse, TPS: not judged (one iteration a side: no interval)" and v.shown is None
     searches = forks.Sample.of_values([4000.0], unit="search")
     assert forks.interval(searches).why_none == "one search: no interval"
@@ -195,11 +195,11 @@ def interval(value: float, low: float, high: float, one_fork: bool = False) -> f
     ("capacity", interval(1.5, 1.2, 1.8), "camel holds more than synapse by 50 % (95 %: 20–80 %)"),
 ])
 def test_a_verdict_is_one_sentence_naming_the_better_and_the_interval(figure, found, sentence):
-    assert forks.verdict("camel", "synapse", figure, found).sentence == sentence
+    assert verdicts.verdict("camel", "synapse", figure, found).sentence == sentence
 
 
 def test_a_verdict_says_what_its_interval_leaves_out_and_a_testbed_bound():
-    v = forks.verdict("camel", "synapse", "tps", interval(1.12, 1.06, 1.18, one_fork=True),
+    v = verdicts.verdict("camel", "synapse", "tps", interval(1.12, 1.06, 1.18, one_fork=True),
                       bound_note="bounded by the client")
     assert v.sentence == ("camel is faster than synapse within one process by 12 % (95 %: 6.0–18 %); one fork: the "
                           "interval leaves out the variance between processes; bounded by the client")

@@ -226,7 +226,7 @@ def test_steps_the_testbed_bounded_are_used_for_no_verdict_about_engines(publish
     assert at_one["q"].is_not_null().all()
     engines = found.filter((pl.col("a_target") == "camel") & (pl.col("b_target") == "synapse") & (pl.col("users") == 20))
     assert engines["q"].is_not_null().all()
-    from esbperf.analysis.verdicts import family_line
+    from esbperf.analysis.verdicts import family_line, percent_level
     judged = found.filter(pl.col("q").is_not_null()).height
     assert f"of {judged} verdicts show a difference" in family_line(found)
     intro = pages.verdicts_intro(data)
@@ -234,7 +234,7 @@ def test_steps_the_testbed_bounded_are_used_for_no_verdict_about_engines(publish
     assert f"({with_direct.height} of {closed} verdicts at closed steps are not judged for that" in intro
     assert "used for no verdict about engines" in intro
     # The intervals' level is named only where the family's control moved it off 95 % (never "at 95 %, not 95 %").
-    level = pages.forks.percent_level(found["confidence"].drop_nulls().max())
+    level = percent_level(found["confidence"].drop_nulls().max())
     assert (f"So each interval is at {level}, not 95 %" in intro) == (level != "95 %"), (level, intro)
 
 
@@ -417,3 +417,27 @@ def test_reruns_say_how_often_each_verdict_came_out_the_same(published, tmp_path
     with pytest.raises(SystemExit):
         main(["round", "--reruns", str(first)])
     assert "at least two round folders" in capsys.readouterr().err
+
+
+# --- the published round, made again from its own data ---------------------------------------------------
+
+def test_the_published_round_is_what_the_code_makes_of_its_published_data(tmp_path):
+    """`esbperf round --from DIR --publish` with docs/round-2 as both the round measured and the round
+    published (copies of it): the page, figures.csv, verdicts.csv and control.csv it writes, and every
+    other published file, are byte for byte the committed ones. What any change to the analysis must
+    keep (or republish, saying why)."""
+    committed = ROOT / "docs" / "round-2"
+    measured, published = tmp_path / "round-2-from", tmp_path / "published"
+    shutil.copytree(committed, measured)
+    shutil.copytree(committed, published)
+    rnd = dataclasses.replace(rounds.load("round-2"), published=published)
+    round_cli.finish(measured, rnd, Console(file=io.StringIO(), width=400), publish=True)
+    files = lambda root: sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    assert files(published) == files(committed)
+    changed = [name for name in files(committed) if (published / name).read_bytes() != (committed / name).read_bytes()]
+    if pages.PAGE in changed:
+        import difflib
+        diff = difflib.unified_diff((committed / pages.PAGE).read_text().splitlines(),
+                                    (published / pages.PAGE).read_text().splitlines(), lineterm="", n=0)
+        pytest.fail("the page differs from docs/round-2/README.md:\n" + "\n".join(list(diff)[:40]))
+    assert not changed, changed

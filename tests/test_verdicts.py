@@ -171,7 +171,7 @@ def test_a_family_of_verdicts_holds_its_false_discoveries_and_its_intervals_agre
         assert (row["p"] < 0.05) == (not v.found.low <= 1 <= v.found.high)
         assert ("q = " in row["sentence"] or "q < 0.001" in row["sentence"]) and \
             "Benjamini–Hochberg over 220 verdicts" in row["sentence"]
-        assert f"({forks.percent_level(level)}: " in row["sentence"]
+        assert f"({verdicts.percent_level(level)}: " in row["sentence"]
         assert row["control"].startswith("Benjamini–Hochberg over 220 verdicts")
     line = verdicts.family_line(frame)
     shown = frame["shown"].sum()
