@@ -3,7 +3,7 @@ Goal), found by a search of real steps, one per probe (docs/capacity.md).
 
 The rule a probe is judged by (`judge`) takes the analysis's own figures of the step — the p99 of
 the latency from each request's due time, the error share, the start rate and the open model's
-schedule verdict, all from analysis/stats.py — so a probe says what summary.csv says of the same
+schedule verdict, all from analysis/stats.py and analysis/checks.py — so a probe says what summary.csv says of the same
 step. The search (`search`) grows the rate geometrically from the goal's start rate until a probe
 is over (or shrinks it, when the first one already is), then bisects between the highest rate
 within and the lowest over until they are within the goal's precision. `Searches` runs one search
@@ -28,7 +28,8 @@ from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
 from esbperf.analysis.graphs import MARKS, PALETTE, slug  # noqa: E402
 from esbperf.analysis.runs import load_run  # noqa: E402
-from esbperf.analysis.stats import analyse_step, behind_schedule  # noqa: E402
+from esbperf.analysis.checks import behind_schedule  # noqa: E402
+from esbperf.analysis.stats import analyse_step  # noqa: E402
 from esbperf.core import plan as plans  # noqa: E402
 from esbperf.core.capacity import GROWTH, MIN_RATE, RATE_TOLERANCE, Goal, round_rate  # noqa: E402
 from esbperf.core.errors import EsbperfError  # noqa: E402
@@ -64,7 +65,7 @@ def judge(row: dict, goal: Goal, poisson: bool, latency: Histogram | None = None
     """A probe (a summary.csv row of an open-model step, analysis/stats.py) against the goal: within
     when its p99 latency from the due time is at most the goal, its errors at most the goal's share,
     its achieved (start) rate within rate_allowance of the offered rate, and it kept its schedule
-    (stats.behind_schedule). Anything else — no request started, none answered, errors, a client
+    (checks.behind_schedule). Anything else — no request started, none answered, errors, a client
     that fell behind — is over.
 
     A probe of fewer requests than a p99 is measured from (summary.csv leaves `lat_p99_ms` empty:

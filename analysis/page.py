@@ -23,7 +23,7 @@ from esbperf import __version__
 from esbperf.analysis import compare as comparing
 from esbperf.analysis import graphs
 from esbperf.analysis import headline as headlines
-from esbperf.analysis.verdicts import FIGURE_NAMES, family_line, signed_percent
+from esbperf.analysis.verdicts import FIGURE_NAMES, family_line, percent_level, signed_percent
 from esbperf.analysis.runs import Run
 from esbperf.analysis.stats import KEYS, LATENCY_PERCENTILES, MIN_ITERATIONS_FOR_CI, PERCENTILES
 from esbperf.core.steady import PERCENTILE_CONFIDENCE, min_transactions
@@ -593,7 +593,7 @@ def matrix_legend(verdicts: pl.DataFrame) -> str:
     """The matrix's legend: the level of its intervals (the family's, forks.Family: 95 % only when
     every verdict shows a difference), each outcome's sign and each mark."""
     levels = verdicts["confidence"].drop_nulls() if "confidence" in verdicts.columns else pl.Series([])
-    level = f" at {forks.percent_level(levels.max())} (the family's level)" if levels.len() else ""
+    level = f" at {percent_level(levels.max())} (the family's level)" if levels.len() else ""
     return (f"Verdicts, B against A: B ÷ A − 1 (× a multiple) with its interval{level}; {NO_DIFFERENCE} no "
             f"difference shown; {NOT_JUDGED} not judged; {INVALID_MARK} a side not valid; {BOUNDED_MARK} a side "
             "bounded by the testbed. A cell's title is its sentence (all of them: <a href=\"#verdicts\">Verdicts"

@@ -24,7 +24,8 @@ from esbperf.analysis.graphs import (CLIPPED_BARS, ITERATION_RANGE_BARS, MIXED_B
 from esbperf.analysis.monitor import host_stats
 from esbperf.analysis.report import analyse, build_report, write_report
 from esbperf.analysis.page import OPEN_NOT_CROSSCHECKED
-from esbperf.analysis.stats import XCHECK_MIN_TPS_RATIO, describe, mean_ci, t_quantile, xcheck_chance, xcheck_fails
+from esbperf.analysis.checks import XCHECK_MIN_TPS_RATIO, xcheck_chance, xcheck_fails
+from esbperf.analysis.stats import describe, mean_ci, t_quantile
 from esbperf.cli import main as cli_main
 from esbperf.core.errors import EsbperfError
 from esbperf.results.datalog import log_stats

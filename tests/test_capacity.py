@@ -11,7 +11,7 @@ import pytest
 
 from conftest import ECHO_PORTS, HOST, write_plan, write_testbed
 from esbperf.analysis import capacity as cap, synthetic
-from esbperf.analysis.stats import LAG_GROWTH_SHARE
+from esbperf.analysis.checks import LAG_GROWTH_SHARE
 from esbperf.cli import main
 from esbperf.core import capacity as goals, plan as plans
 from esbperf.core.capacity import Goal

@@ -285,7 +285,7 @@ def test_a_bracket_allows_the_machines_wander_between_its_windows():
     """Two wrk windows seconds apart on a flat target differ by the machine's wander as well as by
     their own noise (Round 2: the reference moved up to 8 % between brackets whose steps spread
     0.3 %); the allowance adds the two, so a steady step's allowance is the wander's alone."""
-    from esbperf.analysis.stats import XCHECK_WANDER, bracket_noise
+    from esbperf.analysis.checks import XCHECK_WANDER, bracket_noise
     steady = [1000.0, 1001.0, 999.0, 1000.0]                # a window's mean known to 0.03 %
     assert bracket_noise(steady) == pytest.approx(1.96 * 2 ** 0.5 * XCHECK_WANDER, rel=1e-3)
     assert 0.05 < bracket_noise(steady) < 0.10               # a 5 % move is chance; a 10 % move is not

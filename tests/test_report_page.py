@@ -87,7 +87,7 @@ def test_a_warning_without_a_kind_is_shown_whole():
 # --- the verdict matrix ----------------------------------------------------------------------------
 
 def _verdicts_of_every_outcome() -> pl.DataFrame:
-    """verdicts.csv's rows, one of each outcome a verdict can have (forks.verdict), judged as one
+    """verdicts.csv's rows, one of each outcome a verdict can have (verdicts.verdict), judged as one
     family: a difference, one "at least" (the better side bounded by the testbed), no difference, not
     judged for want of an interval, not judged for a testbed bound; and one on a side not valid."""
     def found(value, se=None, why=""):
@@ -135,7 +135,7 @@ def test_the_verdict_matrix_draws_each_outcome_with_its_own_sign(tmp_path):
     for sign, meaning in ((page.NO_DIFFERENCE, "no difference shown"), (page.NOT_JUDGED, "not judged"),
                           (page.INVALID_MARK, "a side not valid"), (page.BOUNDED_MARK, "a side bounded by the testbed")):
         assert f"{sign} {meaning}" in legend
-    level = forks.percent_level(judged["confidence"].max())
+    level = verdicts.percent_level(judged["confidence"].max())
     assert level != "95 %" and f"with its interval at {level} (the family's level)" in legend
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from esbperf.analysis.stats import XCHECK_WANDER, bracket_noise, run_wander
+from esbperf.analysis.checks import XCHECK_WANDER, bracket_noise, run_wander
 from esbperf.run import wander
 
 
