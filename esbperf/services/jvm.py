@@ -55,9 +55,12 @@ def heap_option(heap: str, what: str) -> str:
 
 def fixed_heap(heap: str, what: str) -> list[str]:
     """-Xms and -Xmx at the same size: a heap never resized under load (a JVM growing its heap while
-    warmed or measured reads slower for it)."""
+    warmed or measured reads slower for it); and every page of it touched at start (AlwaysPreTouch):
+    else G1 widens its young generation after ~25 s of load (100 MB to 750 MB of the 2 GB) and the
+    engine faults in fresh pages for the next ~50 s — the flat reference read 13-20 % slower over
+    that minute, which the warm-up's rule rightly called falling (docs/benchmarks/warm-up.md)."""
     limit = heap_option(heap, what)
-    return ["-Xms" + limit.removeprefix("-Xmx"), limit]
+    return ["-Xms" + limit.removeprefix("-Xmx"), limit, "-XX:+AlwaysPreTouch"]
 
 
 def jvm_options(log: Path, *, file_count: int = FILE_COUNT, file_size: str = FILE_SIZE) -> list[str]:
