@@ -194,10 +194,14 @@ class CompilerGate:
             return False
         self.percent = round(percent, 2)
         self.covered = covered
-        quiet = covered >= COMPILER_WINDOW_S and percent <= COMPILER_QUIET_PERCENT
-        # When it went quiet (and has stayed so since): what it held the warm-up for.
-        self.quiet_at = (self.quiet_at if self.quiet_at is not None else now) if quiet else None
-        return quiet
+        # When it went quiet (and has stayed so since): what it held the warm-up for. Only a busy
+        # window undoes it: one short of readings (the esb host's monitor late on its saturated core)
+        # says nothing either way.
+        if covered >= COMPILER_WINDOW_S and percent <= COMPILER_QUIET_PERCENT:
+            self.quiet_at = now if self.quiet_at is None else self.quiet_at
+        elif percent > COMPILER_QUIET_PERCENT:
+            self.quiet_at = None
+        return self.quiet_at is not None
 
     def record(self) -> dict:
         """{"quiet": True/False/None, "percent": the last window's share of one core, "quiet_after_s":
