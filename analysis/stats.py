@@ -25,7 +25,7 @@ from esbperf.analysis.monitor import HostStats, host_stats
 from esbperf.analysis import forks, stalls
 from esbperf.analysis.runs import BASELINE_TARGET, Run, Step
 from esbperf.core.errors import EsbperfError
-from esbperf.core import steady
+from esbperf.core import busy, steady
 from esbperf.core.plan import parse_size
 from esbperf.core.roles import BACKENDS, CLIENT, ESB as ESB_ROLE, FIXED as FIXED_ROLES, is_load
 from esbperf.core.scenarios import contract
@@ -91,7 +91,7 @@ def distribution_figures(h: StepHistograms) -> dict[str, Any]:
     return row
 
 
-NEIGHBOURS_BUSY_PERCENT = steady.NEIGHBOURS_BUSY_PERCENT   # the window's mean, % of one core
+NEIGHBOURS_BUSY_PERCENT = busy.NEIGHBOURS_BUSY_PERCENT   # the window's mean, % of one core
 
 
 def engine_columns(run: Run, target: str, esb: HostStats | None) -> dict:

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import polars as pl
 
-from esbperf.core import steady
+from esbperf.core import busy, steady
 from esbperf.core.roles import BACKENDS, CLIENT, ESB, is_load
 from esbperf.results.datalog import LATE_START_US, REPORT_MARGIN_MS
 from esbperf.analysis import bottleneck
@@ -28,7 +28,7 @@ LISTED = 8   # steps named per warning; the rest are counted
 # 2 cores that took about 10 s after the workers' first report (docs/grinder.md, "Warm workers"); a
 # step measured sooner reads low at 1 user and at saturation -- when that compiling takes the
 # target's cores. On cores of its own the client's compiling left the figures at 0.95-1.01 of wrk's.
-WORKER_JIT_S = steady.WORKER_JIT_S
+WORKER_JIT_S = busy.WORKER_JIT_S
 
 
 def _step_name(row: dict) -> str:
@@ -375,9 +375,9 @@ RULES: tuple[StepRule | RunRule, ...] = (
                    "something else): they took CPU from the target"),
              lambda r, f: f"neighbours {r['esb_neighbours_cpu_mean']:.0f} % of a core on average"),
     StepRule("compiler-busy", FAULT, STEPS,
-             lambda r, f: (r.get("esb_jit_mean") or 0) > steady.COMPILER_BUSY_PERCENT,
+             lambda r, f: (r.get("esb_jit_mean") or 0) > busy.COMPILER_BUSY_PERCENT,
              about("step", "measured while their target's JIT compiler used more than "
-                   f"{steady.COMPILER_BUSY_PERCENT:g} % of a core (a JVM still compiling the path it was "
+                   f"{busy.COMPILER_BUSY_PERCENT:g} % of a core (a JVM still compiling the path it was "
                    "measured on: it reads slower than it will, and its compiler took CPU from the window); give "
                    "the plan an automatic warm-up (`warmup_s: auto`, which waits for the compiler) or a longer "
                    "target warm-up"),

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from esbperf.core import steady
+from esbperf.core import busy, steady
 from esbperf.run import gauge
 
 SYNAPSE, SI, CAMEL = "org.apache.synapse.SynapseServer", "esbperf.springintegration.EsbApplication", "org.apache.camel.main.Main"
@@ -101,7 +101,7 @@ def test_a_steps_gate_holds_it_while_a_neighbour_is_busy_and_says_how_long(patch
     assert answers.count(False) == 2 * gauge.NO_READINGS_S + 1
     assert mute.record() == {"quiet": None, "error": "no reading of the engines' processes from the esb host's "
                                                       f"monitor in {gauge.NO_READINGS_S} s"}
-    assert steady.NEIGHBOURS_BUSY_PERCENT == 5.0   # the analysis's `busy-neighbours` line, the same
+    assert busy.NEIGHBOURS_BUSY_PERCENT == 5.0   # the analysis's `busy-neighbours` line, the same
 
 
 def test_a_targets_compiler_holds_its_warm_up_until_ten_seconds_of_it_are_quiet(patched):

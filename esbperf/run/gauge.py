@@ -4,7 +4,7 @@ engines' processes — each engine's CPU (`proc.cpu`, every 2 s) and a JVM's JIT
 target may be measured.
 
 Neighbours. The engines on the esb host that a step does not measure must be idle while it is
-measured (steady.NEIGHBOURS_BUSY_PERCENT, the analysis's `busy-neighbours`). An engine just loaded
+measured (busy.NEIGHBOURS_BUSY_PERCENT, the analysis's `busy-neighbours`). An engine just loaded
 works on after its load stops (a JVM compiles what the load queued: Synapse held half a core for
 2-5 s after its step here), so the runner waits for quiet: after the targets' warm-up (every
 engine, a few readings in a row), and at the end of each step's automatic warm-up (its neighbours,
@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from esbperf.core import roles, steady
+from esbperf.core import busy, roles, steady
 from esbperf.run.context import RunContext
 from esbperf.run.workers import now_ms
 from esbperf.services import monitor
@@ -38,7 +38,7 @@ JIT_READING_MS = 1000   # ... and their compilers every second, each reading the
 NO_READINGS_S = 2 * READING_MS / 1000 + 1   # a monitor silent on processes this long reads none
 # The compiler is quiet at or below this share of one core over the last COMPILER_WINDOW_S (steady.py
 # says why this line).
-COMPILER_QUIET_PERCENT = steady.COMPILER_BUSY_PERCENT
+COMPILER_QUIET_PERCENT = busy.COMPILER_BUSY_PERCENT
 COMPILER_WINDOW_S = 10
 
 Pull = Callable[[int, int], tuple[list[monitor.Sample], str | None]]   # (from_ms, to_ms) -> (samples, error)
@@ -79,7 +79,7 @@ class Neighbours:
             waited = round(clock() - began, 1)
             if error:
                 return {"quiet": None, "waited_s": waited, "error": error}
-            if found == readings and busiest <= steady.NEIGHBOURS_BUSY_PERCENT:
+            if found == readings and busiest <= busy.NEIGHBOURS_BUSY_PERCENT:
                 return {"quiet": True, "waited_s": waited}
             if waited >= most_s:
                 return {"quiet": False, "waited_s": waited, "busiest_percent": round(busiest, 1)}
@@ -107,7 +107,7 @@ class Gate:
         if error:
             self.error = error
             return True
-        quiet = found == 1 and busiest <= steady.NEIGHBOURS_BUSY_PERCENT
+        quiet = found == 1 and busiest <= busy.NEIGHBOURS_BUSY_PERCENT
         if not quiet and self.first_busy is None:
             self.first_busy = now
         self.busiest = max(self.busiest, busiest)

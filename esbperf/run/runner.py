@@ -21,7 +21,7 @@ from typing import Callable, Iterable
 from rich.console import Console
 from rich.table import Table
 
-from esbperf.core import engines, payloads, plan as plans, procs, roles, steady, topology
+from esbperf.core import busy, engines, payloads, plan as plans, procs, roles, topology
 from esbperf.core.config import AgentConfig, ConsoleConfig, state_dir
 from esbperf.core.errors import EsbperfError
 from esbperf.results import layout
@@ -245,10 +245,10 @@ def _warm(ctx: RunContext, watch: ConsoleWatch, steps: list[plans.Step], echo: C
 
 def _warm_workers(ctx: RunContext, watch: ConsoleWatch, first: plans.Step, echo: Callable[[str], None]) -> None:
     """New warm workers, when no target warm-up loaded them: the first step's load for
-    steady.WORKER_JIT_S before the first step, so that no step measures a worker JVM still
+    busy.WORKER_JIT_S before the first step, so that no step measures a worker JVM still
     compiling (run.json `workers_warmup`)."""
     began = time.monotonic()
-    warmup.warm_workers(ctx, watch, first, steady.WORKER_JIT_S)
+    warmup.warm_workers(ctx, watch, first, busy.WORKER_JIT_S)
     took = time.monotonic() - began
     ctx.warming_s += took
     ctx.record["workers_warmup"] = {"load": first.describe_load(), "target": first.target, "seconds": round(took, 1)}

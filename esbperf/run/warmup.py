@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Mapping
 
-from esbperf.core import engines, plan as plans, roles, steady, topology
+from esbperf.core import busy, engines, plan as plans, roles, steady, topology
 from esbperf.core.errors import EsbperfError
 from esbperf.results import layout
 from esbperf.run import collect, gauge, wander
@@ -242,7 +242,7 @@ def _load(ctx: RunContext, watch: ConsoleWatch, step: plans.Step, seconds: float
 
 def wait_quiet(ctx: RunContext, echo: Callable[[str], None]) -> dict | None:
     """After the targets' warm-up, wait until every engine on the esb host is idle (together below
-    steady.NEIGHBOURS_BUSY_PERCENT of a core in their last QUIET_READINGS readings), at most
+    busy.NEIGHBOURS_BUSY_PERCENT of a core in their last QUIET_READINGS readings), at most
     QUIET_MAX_S: an engine just warmed compiles on for a while, and a step measured meanwhile
     against another target shares its host's CPU with it. What was seen, for run.json; None when
     there is no esb-host monitor to ask."""
