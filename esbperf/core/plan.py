@@ -27,6 +27,8 @@ FIELDS = {
     "description": "text",
     "scenarios": f"a list of scenarios ({', '.join(scenarios.names())})",
     "payloads": "a list of sizes such as 512B, 0.5KB, 100KB, 1MB, or payload files: {file: PATH} or {folder: DIR}",
+    "scenario_payloads": "the payloads some scenarios are measured at, when not all of `payloads`: {SCENARIO: [SIZE, "
+                         "...]}, each a scenario of the plan and each size one of its `payloads` (e.g. {cbr: [1KB]})",
     "payload_check": "how a payload file's echo is compared: bytes, envelope or xml (default envelope)",
     "users": "a list of positive integers (concurrent users; in an open-model plan the thread pool)",
     "rates": "a list of arrival rates in requests per second (positive numbers): an open-model plan",
@@ -207,6 +209,8 @@ class Plan:
     cross_check_iterations: list[int] = field(default_factory=list)
     workers: str = "warm"       # warm: one set of worker JVMs for the run (esbperf/run/pool.py); fresh: per step
     order: str = "planned"      # random: each fork's cells and each cell's targets shuffled (steps())
+    # The sizes some scenarios are measured at, when not all of `payloads` (cells()).
+    scenario_payloads: dict[str, list[int]] = field(default_factory=dict)
     source: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -238,8 +242,7 @@ class Plan:
         out = []
         for f in range(1, self.forks + 1):
             for i in range(1, self.iterations + 1):
-                cells = [(s, p, users, rate) for s in self.scenarios for p in self.payloads
-                         for users, rate in self.loads()]
+                cells = [(s, p, users, rate) for s, p in self.cells() for users, rate in self.loads()]
                 shift = (i - 1 + f - 1) % len(targets)
                 rotated = targets[shift:] + targets[:shift]
                 drawn = random.Random(f"{self.name}/fork {f}/iteration {i}") if self.order == "random" else None
@@ -250,6 +253,12 @@ class Plan:
                     order = drawn.sample(targets, len(targets)) if drawn is not None else rotated
                     out += [Step(s, size, users, i, t, rate, file, f if self.forks > 1 else None) for t in order]
         return out
+
+    def cells(self) -> list[tuple[str, int | payload_files.PayloadFile]]:
+        """(scenario, payload) of every cell the plan measures, in the file's order: each scenario at
+        each of `payloads`, or at those `scenario_payloads` gives it."""
+        return [(s, p) for s in self.scenarios for p in self.payloads
+                if s not in self.scenario_payloads or p in self.scenario_payloads[s]]
 
     def target_warmup(self, kind: str) -> tuple[float, float]:
         """The least and the most seconds a target of `kind` (WARMUP_KINDS) is loaded before its first
@@ -349,6 +358,10 @@ class Plan:
             d.pop("order")
         if d["forks"] == 1:
             d.pop("forks")
+        # Those of its own scenarios (a round's part, or --only, keeps some of a plan's scenarios).
+        d["scenario_payloads"] = {k: v for k, v in d["scenario_payloads"].items() if k in self.scenarios}
+        if not d["scenario_payloads"]:
+            d.pop("scenario_payloads")
         if self.capacity is None:
             d.pop("capacity")
         else:
@@ -502,6 +515,7 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
         raise EsbperfError(f"{source}: field 'forks' does not go with restart: per-step (every step is a process of "
                            "its own already); remove one")
     checked = _cross_check_iterations(data, source, iterations, bool(rates or goal))
+    by_scenario = _scenario_payloads(data.get("scenario_payloads", {}), scenario_list, payloads, source)
     warmup_auto = data.get("warmup_s") == "auto"
     target_warmup_s = per_kind("target_warmup_s", 0)
     horizon = per_kind("target_warmup_horizon_s", 120)
@@ -543,7 +557,7 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
         payload_check=payload_check,
         target_warmup_s=target_warmup_s, target_warmup_max_s=target_warmup_max_s, target_warmup_horizon_s=horizon,
         arrivals=arrivals, seed=seed, capacity=goal, cross_check_iterations=checked, workers=workers,
-        order=order, source=source,
+        order=order, scenario_payloads=by_scenario, source=source,
     )
 
 
@@ -564,6 +578,34 @@ def _cross_check_iterations(data: dict, source: str, iterations: int, open_model
                                f"{iterations} (its `iterations`), got {n!r}")
     _once(source, "cross_check_iterations", value)
     return sorted(value)
+
+
+def _scenario_payloads(value: Any, scenario_list: list[str], payloads: list, source: str) -> dict[str, list[int]]:
+    """`scenario_payloads`: per scenario of the plan, the sizes of its `payloads` it is measured at."""
+    if not isinstance(value, dict):
+        raise EsbperfError(f"{source}: field 'scenario_payloads' must be {FIELDS['scenario_payloads']}; got {value!r}")
+    sizes = [p for p in payloads if isinstance(p, int)]
+    out: dict[str, list[int]] = {}
+    for scenario, listed in value.items():
+        if scenario not in scenario_list:
+            raise EsbperfError(f"{source}: field 'scenario_payloads': {scenario!r} is not one of the plan's scenarios "
+                               f"({', '.join(scenario_list)})")
+        if not isinstance(listed, list) or not listed:
+            raise EsbperfError(f"{source}: scenario_payloads.{scenario}: must be a non-empty list of the plan's "
+                               f"payload sizes; got {listed!r}")
+        chosen = []
+        for i, p in enumerate(listed):
+            try:
+                size = parse_size(p)
+            except ValueError:
+                size = None
+            if size not in sizes:
+                raise EsbperfError(f"{source}: scenario_payloads.{scenario}[{i}]: {p!r} is not one of the plan's "
+                                   f"payload sizes ({', '.join(size_label(s) for s in sizes)})")
+            chosen.append(size)
+        _once(source, f"scenario_payloads.{scenario}", chosen)
+        out[scenario] = [s for s in sizes if s in chosen]   # in the order of `payloads`
+    return out
 
 
 def _payloads(items: list, scenario_list: list[str], source: str, script: str) -> list:
