@@ -53,8 +53,9 @@ PUBLISHED = ("round.json", "verification.csv", "README.md", "figures.csv", "verd
 # Published files that may name where the round ran (its checkout, its state folder): written with those
 # paths relative to the checkout (the round folder's parent, when it lies elsewhere).
 MACHINE_PATH_SUFFIXES = (".json", ".html", ".csv", ".md")
-# The parts that run a closed plan (the control pair's second set of forks is one), cross-checked alike.
-CLOSED_KINDS = ("closed", "control")
+# The parts that run a closed plan (the context's and the control pair's second set of forks too),
+# cross-checked alike.
+CLOSED_KINDS = ("closed", "context", "control")
 # The capacity searches' starts are chosen within a quarter to a half of the capacities measured here:
 # the estimate assumes each capacity lies within 4 × its start rate.
 CAPACITY_OVER_START = 4

@@ -8,7 +8,9 @@ A round may hold a standard and a control: `reference`, the target that is its m
 reference engine: a set amount of work per request, so that its figures say how fast the machine is
 for the same code), and a variant's `control`, a second set of forks of some of its targets run as a
 part of its own, whose figures are set against theirs in the closed plan (the control pair: two
-independent sets of processes of one engine, whose verdict must read "no difference shown").
+independent sets of processes of one engine, whose verdict must read "no difference shown"), and a
+variant's `context`, targets shown beside the measured ones but not ranked (the floors, the reference
+engine), in a closed plan of their own with as few forks as their role needs.
 
 A plan's scenarios that not every target serves (a floor serves only some: esb-projects/README.md)
 are split off: each group of scenarios runs as a part of its own with the targets that serve them
@@ -34,7 +36,7 @@ FIELDS = {
     "cross_check": "the independent client that measures the closed steps of the plan's cross_check_iterations "
                    "too (wrk), or none",
     "reference": "the target that is the round's measuring standard (the reference engine, esb-projects/README.md): "
-                 "a target of the full round's closed plan",
+                 "a target of the full round's closed plan or its context",
     "full": "the round: {closed: PLAN, targets: [...], capacity: [PLAN, ...], capacity_targets: [...]}",
     "quick": "the quick variant, with the fields of `full`",
 }
@@ -44,6 +46,9 @@ VARIANT_FIELDS = {
     "capacity": "a list of plans with a `capacity:` goal (may be empty)",
     "capacity_targets": "the targets every capacity plan searches: a list of the testbed's target names",
     "cross_check": "this variant's independent client, over the round's `cross_check`: wrk, or none",
+    "context": "targets shown beside the closed plan's, not ranked: {closed: PLAN, targets: [...]}, a closed plan of "
+               "their own (a part after the closed plan's), against targets of the testbed the closed plan does not "
+               "measure",
     "control": "the control pair: {closed: PLAN, targets: [...]}, a closed plan of 2 forks or more whose steps the "
                "closed plan also measures, against targets of the closed plan: each measured again in forks of its "
                "own, a part after the closed plan's",
@@ -55,7 +60,7 @@ CONTROL_FIELDS = ("closed", "targets")
 class Part:
     """One run of a round: a plan (or the scenarios of it that these targets all serve) and its targets."""
 
-    kind: str                     # "closed", "control" (the control pair's second set of forks) or "capacity"
+    kind: str                     # "closed", "context", "control" (the control pair's second set of forks) or "capacity"
     plan: plans.Plan
     targets: tuple[str, ...]
 
@@ -73,10 +78,15 @@ class Variant:
     control: plans.Plan | None = None          # the control pair's plan, and the targets it measures again
     control_targets: tuple[str, ...] = ()
     cross_check: str | None = None             # the variant's own, or the round's
+    context: plans.Plan | None = None          # the plan of the targets shown beside, not ranked, and those targets
+    context_targets: tuple[str, ...] = ()
 
     def parts(self, testbed: topology.Testbed) -> list[Part]:
-        """The runs in order: the closed plan's parts, the control pair's, then each capacity plan's."""
+        """The runs in order: the closed plan's parts, the context's, the control pair's, then each
+        capacity plan's."""
         closed = [Part("closed", p, t) for p, t in split(self.closed, self.targets, testbed)]
+        if self.context is not None:
+            closed += [Part("context", p, t) for p, t in split(self.context, self.context_targets, testbed)]
         control = [Part("control", p, t) for p, t in split(self.control, self.control_targets, testbed)] \
             if self.control is not None else []
         return closed + control + [Part("capacity", p, t) for plan in self.capacity
@@ -158,9 +168,10 @@ def _validate(data: dict, source: str) -> Round:
         raise EsbperfError(f"{source}: field 'cross_check' must be {FIELDS['cross_check']}, got {cross_check!r}")
     full, quick = (_variant(data[v], v, source, cross_check) for v in VARIANTS)
     reference = data.get("reference")
-    if reference is not None and (not isinstance(reference, str) or reference not in full.targets):
+    if reference is not None and (not isinstance(reference, str) or
+                                  reference not in full.targets + full.context_targets):
         raise EsbperfError(f"{source}: field 'reference' must be {FIELDS['reference']} "
-                           f"({', '.join(full.targets)}), got {reference!r}")
+                           f"({', '.join(full.targets + full.context_targets)}), got {reference!r}")
     return Round(name, str(data.get("description", "")), text("testbed", data["testbed"]), ROOT / published,
                  cross_check, full, quick, source, reference)
 
@@ -196,19 +207,20 @@ def _variant(data: Any, name: str, source: str, cross_check: str | None) -> Vari
     measured = names("targets", True)
     control, control_targets = _control(data.get("control"), closed, measured, f"{name}.control", source) \
         if "control" in data else (None, ())
+    context, context_targets = _context(data.get("context"), measured, f"{name}.context", source) \
+        if "context" in data else (None, ())
     own = data.get("cross_check", cross_check)
     if own not in (None, "none", "wrk"):
         raise fail("cross_check", own)
     return Variant(name, closed, measured, capacity, targets, control, control_targets,
-                   None if own == "none" else own)
+                   None if own == "none" else own, context, context_targets)
 
 
-def _control(data: Any, closed: plans.Plan, measured: tuple[str, ...], field: str,
-             source: str) -> tuple[plans.Plan, tuple[str, ...]]:
-    """A variant's control pair: its plan (closed, 2 forks or more, its every step one the closed plan
-    has, each side's forks the units of the pair's interval) and its targets (the closed plan's)."""
+def _closed_part(data: Any, field: str, kind: str, source: str):
+    """The closed plan of a variant's `control` or `context` ({closed: PLAN, targets: [...]}), and the
+    one-line error of that field."""
     def fail(why: str) -> EsbperfError:
-        return EsbperfError(f"{source}: field '{field}' must be {VARIANT_FIELDS['control']}; {why}")
+        return EsbperfError(f"{source}: field '{field}' must be {VARIANT_FIELDS[kind]}; {why}")
 
     if not isinstance(data, dict) or set(data) != set(CONTROL_FIELDS):
         raise fail(f"got {data!r}")
@@ -217,6 +229,25 @@ def _control(data: Any, closed: plans.Plan, measured: tuple[str, ...], field: st
     plan = plans.load(data["closed"])
     if plan.model != "closed":
         raise fail(f"{plan.name} is not a closed-model plan")
+    return plan, fail
+
+
+def _context(data: Any, measured: tuple[str, ...], field: str, source: str) -> tuple[plans.Plan, tuple[str, ...]]:
+    """A variant's context: a closed plan of its own against targets the closed plan does not measure."""
+    plan, fail = _closed_part(data, field, "context", source)
+    targets = data["targets"]
+    if not isinstance(targets, list) or not targets or not all(isinstance(t, str) and t for t in targets) \
+            or len(set(targets)) != len(targets) or set(targets) & set(measured):
+        raise fail(f"its targets must be targets the closed plan does not measure ({', '.join(measured)}), each once; "
+                   f"got {targets!r}")
+    return plan, tuple(targets)
+
+
+def _control(data: Any, closed: plans.Plan, measured: tuple[str, ...], field: str,
+             source: str) -> tuple[plans.Plan, tuple[str, ...]]:
+    """A variant's control pair: its plan (closed, 2 forks or more, its every step one the closed plan
+    has, each side's forks the units of the pair's interval) and its targets (the closed plan's)."""
+    plan, fail = _closed_part(data, field, "control", source)
     for side in (plan, closed):
         if side.forks < 2:
             raise fail(f"{side.name} runs {side.forks} fork: a pair of fork sets needs 2 forks or more a side (their "
