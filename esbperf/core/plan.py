@@ -61,6 +61,9 @@ FIELDS = {
                               "list of iteration numbers, each at most `iterations` (default: every iteration)",
     "order": "planned (the default: cells as the file lists them, targets rotated per iteration) or random "
              "(each fork and iteration its cells and targets shuffled, drawn from the plan's name: docs/running.md)",
+    "added_forks": "forks run after the plan's own, each against some of its targets: a list of lists of target names "
+                   "(`esbperf round` adds them where a verdict needs more processes; the plan's `forks` then counts "
+                   "only its own)",
     "workers": "warm (the default: one set of worker JVMs carries every step of a run, docs/grinder.md) or fresh "
                "(new worker JVMs for every step, as Grinder starts them)",
     "capacity": "the goal of a capacity search: {p99_ms: MS, max_error_percent: PERCENT, precision: SHARE, "
@@ -211,6 +214,8 @@ class Plan:
     order: str = "planned"      # random: each fork's cells and each cell's targets shuffled (steps())
     # The sizes some scenarios are measured at, when not all of `payloads` (cells()).
     scenario_payloads: dict[str, list[int]] = field(default_factory=dict)
+    # Forks after the plan's own (numbered forks + 1, …), each against these of its targets (steps()).
+    added_forks: list[list[str]] = field(default_factory=list)
     source: str = ""
     extra: dict = field(default_factory=dict)
 
@@ -237,10 +242,14 @@ class Plan:
         against every target back to back: the cells in the file's order and the targets' order
         rotated by one per iteration, or with `order: random` both shuffled per fork and iteration
         (Abedi and Brecht's randomised multiple interleaved trials), from a generator seeded with the
-        plan's name, the fork and the iteration: the same plan runs its steps in the same order."""
-        targets = targets or [""]
+        plan's name, the fork and the iteration: the same plan runs its steps in the same order. After
+        the plan's forks, its `added_forks`, each against those of the targets it names."""
+        everyone = targets or [""]
         out = []
-        for f in range(1, self.forks + 1):
+        chosen = [everyone] * self.forks + [[t for t in everyone if t in added] for added in self.added_forks]
+        for f, targets in enumerate(chosen, start=1):
+            if not targets:   # an added fork of none of these targets
+                continue
             for i in range(1, self.iterations + 1):
                 cells = [(s, p, users, rate) for s, p in self.cells() for users, rate in self.loads()]
                 shift = (i - 1 + f - 1) % len(targets)
@@ -251,7 +260,7 @@ class Plan:
                 for s, p, users, rate in cells:
                     size, file = (p, None) if isinstance(p, int) else (p.size, p)
                     order = drawn.sample(targets, len(targets)) if drawn is not None else rotated
-                    out += [Step(s, size, users, i, t, rate, file, f if self.forks > 1 else None) for t in order]
+                    out += [Step(s, size, users, i, t, rate, file, f if len(chosen) > 1 else None) for t in order]
         return out
 
     def cells(self) -> list[tuple[str, int | payload_files.PayloadFile]]:
@@ -358,6 +367,8 @@ class Plan:
             d.pop("order")
         if d["forks"] == 1:
             d.pop("forks")
+        if not d["added_forks"]:
+            d.pop("added_forks")
         # Those of its own scenarios (a round's part, or --only, keeps some of a plan's scenarios).
         d["scenario_payloads"] = {k: v for k, v in d["scenario_payloads"].items() if k in self.scenarios}
         if not d["scenario_payloads"]:
@@ -515,6 +526,12 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
         raise EsbperfError(f"{source}: field 'forks' does not go with restart: per-step (every step is a process of "
                            "its own already); remove one")
     checked = _cross_check_iterations(data, source, iterations, bool(rates or goal))
+    added = data.get("added_forks", [])
+    if not isinstance(added, list) or not all(isinstance(a, list) and a and all(isinstance(t, str) and t for t in a)
+                                              for a in added):
+        fail("added_forks", added)
+    if added and forks < 2:
+        raise EsbperfError(f"{source}: field 'added_forks' adds to a plan of forks (2 or more), this one runs {forks}")
     by_scenario = _scenario_payloads(data.get("scenario_payloads", {}), scenario_list, payloads, source)
     warmup_auto = data.get("warmup_s") == "auto"
     target_warmup_s = per_kind("target_warmup_s", 0)
@@ -557,7 +574,7 @@ def _validate(data: dict, source: str, script: str = "") -> Plan:
         payload_check=payload_check,
         target_warmup_s=target_warmup_s, target_warmup_max_s=target_warmup_max_s, target_warmup_horizon_s=horizon,
         arrivals=arrivals, seed=seed, capacity=goal, cross_check_iterations=checked, workers=workers,
-        order=order, scenario_payloads=by_scenario, source=source,
+        order=order, scenario_payloads=by_scenario, added_forks=[list(a) for a in added], source=source,
     )
 
 

@@ -1,6 +1,7 @@
-"""A plan's `scenario_payloads`: some scenarios measured at fewer of its payloads (Round 3 measures proxy at
-1 KB and 100 KB, cbr, json and xslt at 1 KB), the steps, the warm-up's loads and run.json's record
-following it; what is wrong with it refused in one line naming the field."""
+"""What a plan's steps are beyond its grid: `scenario_payloads`, some scenarios measured at fewer of its
+payloads (Round 3 measures proxy at 1 KB and 100 KB, cbr, json and xslt at 1 KB), and `added_forks`,
+forks after the plan's own against some of its targets; the steps, the warm-up's loads and run.json's
+record following them; what is wrong refused in one line naming the field."""
 from __future__ import annotations
 
 import pytest
@@ -45,3 +46,22 @@ def test_a_wrong_scenario_payloads_is_one_line_naming_it(tmp_path, value, messag
     with pytest.raises(EsbperfError) as e:
         plans.load(path)
     assert str(e.value).startswith(f"{path}: {message}") and "\n" not in str(e.value), str(e.value)
+
+
+def test_forks_added_after_the_plans_own_measure_the_targets_they_name(tmp_path):
+    """`added_forks` (what `esbperf round` adds where a verdict needs more processes): fork 3 against
+    Camel and Synapse only, after the plan's 2 forks of every target; recorded in run.json and run again
+    from it in the same order."""
+    plan = plans.load(write_plan(tmp_path / "added.yaml", GRID, added_forks=[["camel", "synapse"], ["camel"]]))
+    steps = plan.steps(["camel", "synapse", "spring-integration"])
+    by_fork = {f: sorted({s.target for s in steps if s.fork == f}) for f in (1, 2, 3, 4)}
+    assert by_fork == {1: ["camel", "spring-integration", "synapse"], 2: ["camel", "spring-integration", "synapse"],
+                       3: ["camel", "synapse"], 4: ["camel"]}
+    assert [s.fork for s in steps] == sorted(s.fork for s in steps), "the added forks after the plan's own"
+    assert steps[-1].relative_dir().parts[-2] == "fork-4"
+    assert plans.Plan.from_dict(plan.to_dict(), "run.json").steps(["camel", "synapse", "spring-integration"]) == steps
+    assert plan.steps(["spring-integration"]) == [s for s in plan.steps(["spring-integration"]) if s.fork <= 2]
+    with pytest.raises(EsbperfError, match="field 'added_forks' must be"):
+        plans.load(write_plan(tmp_path / "bad.yaml", GRID, added_forks=["camel"]))
+    with pytest.raises(EsbperfError, match="field 'added_forks' adds to a plan of forks"):
+        plans.load(write_plan(tmp_path / "one.yaml", GRID, forks=1, added_forks=[["camel"]]))
