@@ -93,7 +93,7 @@ def test_two_targets_of_one_run_are_paired_by_fork_and_the_machine_s_drift_drops
     each process adds 2 % of its own; B does 10 % less work. Paired by fork, the 95 % interval covers
     the true ratio 94-96 % of the time and shows the 10 % in nearly every experiment; unpaired, the
     drift counts on both sides and the 10 % is seldom shown. With no difference (A/A) the paired
-    interval calls one 4-6 % of the time. A fork missing on one side: no pairing (Welch's)."""
+    interval calls one 4-6 % of the time. A fork missing on one side: paired over the rest (at least 3)."""
     rng = np.random.default_rng(2017)
     n, truth = 6, 1 / 1.1
 
@@ -118,8 +118,14 @@ def test_two_targets_of_one_run_are_paired_by_fork_and_the_machine_s_drift_drops
     assert shown >= 1980 and shown_unpaired < 1000, (shown, shown_unpaired)
     assert 80 <= false <= 120, false
     b, a = run(truth)
+    # A fork one side lacks (one esbperf round added to the other side only): paired over those both have.
     short = forks.Sample.of_values(b.values[:-1], range(1, n))
-    assert not forks.ratio(short, a, paired=True).paired and not forks.ratio(b, a).paired
+    over_five = forks.ratio(short, a, paired=True)
+    assert over_five.paired and over_five.df == n - 2 and not forks.ratio(b, a).paired
+    assert over_five.value == pytest.approx(short.figure() / a.of_forks(range(1, n)).figure())
+    # Fewer than 3 in common: Welch's over every fork (paired over 2, t would have 1 degree of freedom).
+    two = forks.Sample.of_values(b.values[:2], [1, 2])
+    assert not forks.ratio(two, a, paired=True).paired
 
 
 def histogram(values_us: np.ndarray) -> Histogram:
