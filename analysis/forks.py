@@ -576,13 +576,20 @@ class Family:
     p-value (None: not judged), a member shows a difference when q ≤ FALSE_DISCOVERIES, `shown` of
     the `judged`. Each member's interval is given at `confidence`, 1 − max(shown, 1) × α ÷ judged
     (Benjamini & Yekutieli's false-coverage-rate adjusted level, JASA 2005), at which a member's
-    interval leaves out no difference exactly when its q shows one: with every member shown, 95 %."""
+    interval leaves out no difference exactly when its q shows one: with every member shown, 95 %.
+
+    `looks`: how many times the family may be judged as its data grow (`esbperf round` adds forks where
+    verdicts are unresolved, then judges again): α is spent evenly over them, α ÷ looks each (each
+    look's p-values × looks before Benjamini–Hochberg, its intervals at 1 − max(shown, 1) × α ÷
+    (judged × looks)), so that the false discoveries of all looks together stay within α whichever
+    look the data stop at (the false discovery rate of a union of looks is at most the sum of theirs)."""
 
     p: tuple[float | None, ...]
     q: tuple[float | None, ...]
     judged: int
     shown: int
     confidence: float
+    looks: int = 1
 
     @property
     def by_chance(self) -> float:
@@ -591,12 +598,12 @@ class Family:
 
 
 
-def family(p_values: Sequence[float | None]) -> Family:
+def family(p_values: Sequence[float | None], looks: int = 1) -> Family:
     """Benjamini–Hochberg's adjusted p-values of a family (scipy's false_discovery_control), the
-    members without a p-value (not judged) left out of it."""
-    judged = [p for p in p_values if p is not None]
+    members without a p-value (not judged) left out of it; α spent over `looks` (Family)."""
+    judged = [min(1.0, p * looks) for p in p_values if p is not None]
     adjusted = iter(scipy_stats.false_discovery_control(judged, method="bh").tolist() if judged else [])
     q = tuple(None if p is None else float(next(adjusted)) for p in p_values)
     shown = sum(v is not None and v <= FALSE_DISCOVERIES for v in q)
-    confidence = 1 - max(shown, 1) * FALSE_DISCOVERIES / len(judged) if judged else CONFIDENCE
-    return Family(tuple(p_values), q, len(judged), shown, confidence)
+    confidence = 1 - max(shown, 1) * FALSE_DISCOVERIES / (len(judged) * looks) if judged else CONFIDENCE
+    return Family(tuple(p_values), q, len(judged), shown, confidence, looks)

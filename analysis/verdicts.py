@@ -122,10 +122,10 @@ def pending_pairs(summary: pl.DataFrame, histograms: dict[tuple, StepHistograms]
     return out
 
 
-def judged(pending: list[Pending]) -> pl.DataFrame:
+def judged(pending: list[Pending], looks: int = 1) -> pl.DataFrame:
     """verdicts.csv: every pending verdict judged as ONE family (forks.family: Benjamini–Hochberg on
-    their p-values, each interval at the family's level), one row each."""
-    family = forks.family([v.p_value() for v in pending])
+    their p-values, each interval at the family's level; α spent over `looks`), one row each."""
+    family = forks.family([v.p_value() for v in pending], looks)
     rows = []
     for v, q in zip(pending, family.q):
         p = forks.p_value(v.found)       # its own test's (a member a bound hides counts as 1 in the family)
@@ -213,9 +213,10 @@ def q_text(q: float) -> str:
 def family_control(family: forks.Family) -> str:
     """Which control applied to a family (forks.family), for a verdict's sentence and verdicts.csv
     `control`."""
+    over = f", α spent over {family.looks} looks" if family.looks > 1 else ""
     if family.judged < 2:
-        return "one verdict: no family to control"
-    return (f"Benjamini–Hochberg over {family.judged} verdicts: false discoveries at most "
+        return f"one verdict: no family to control{over}"
+    return (f"Benjamini–Hochberg over {family.judged} verdicts{over}: false discoveries at most "
             f"{percent_level(forks.FALSE_DISCOVERIES)} of those shown; intervals at {percent_level(family.confidence)}")
 
 

@@ -243,3 +243,15 @@ def test_the_forks_advised_resolve_the_difference_they_are_advised_for():
                   for _ in range(200)]
         assert np.median([math.log(w.high / w.value) for w in widths]) <= math.log(1 + difference) * 1.1
     assert forks.repetitions(between, within, 120, 10, 0.05).forks > forks.repetitions(between, within, 120, 10, 0.1).forks
+
+
+def test_a_family_judged_over_several_looks_spends_its_false_discoveries_over_them():
+    """`esbperf round` may judge its family twice (after its forks, then after those it adds where
+    verdicts are unresolved): α ÷ 2 each look — each p-value doubled before Benjamini–Hochberg, the
+    intervals at the level that matches — so a p-value shown at one look may not be at two."""
+    p = [0.001, 0.02, 0.04, 0.3, None]
+    once, twice = forks.family(p), forks.family(p, looks=2)
+    assert once.shown == 2 and twice.shown == 1 and twice.looks == 2
+    assert twice.q[0] == pytest.approx(2 * once.q[0]) and twice.q[4] is None
+    assert twice.confidence == pytest.approx(1 - 1 * forks.FALSE_DISCOVERIES / (4 * 2))
+    assert "α spent over 2 looks" in verdicts.family_control(twice) and "looks" not in verdicts.family_control(once)
