@@ -319,7 +319,7 @@ def read_log(text: str) -> tuple[str, str, int | None, Histogram]:
 
 
 def read_archive(path: Path) -> dict[tuple[str, str, int | None], Histogram]:
-    """Every response-time log of a report's hlog.tar.gz (analysis/round.py packs it), by (run, step
+    """Every response-time log of a report's hlog.tar.gz (analysis/round/folder.py packs it), by (run, step
     folder, test): the test is None where the step had one (its only test, which the log does not name)."""
     import tarfile
     out = {}

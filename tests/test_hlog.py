@@ -298,7 +298,7 @@ def test_esbperfs_decoder_reads_back_every_bucket(values):
 
 
 def test_a_reports_archived_logs_read_back_as_its_step_histograms(tmp_path: Path):
-    """analysis/round.py reads a published round's percentiles' data from hlog.tar.gz: each step's
+    """analysis/round/folder.py reads a published round's percentiles' data from hlog.tar.gz: each step's
     intervals added up are its response-time histogram, bucket for bucket."""
     from esbperf.analysis import round as pages
     run = synthetic.write_run(tmp_path / "closed", "camel")

@@ -206,8 +206,8 @@ def synthetic_round(folder: Path, iterations: int = 3, slower: dict | None = Non
     cbr = synthetic.round_run(runs / "r-cbr", "r-cbr", CBR_TARGETS, ["cbr"], {"1KB": 1024}, [1, 20], iterations,
                               seed=seed + 1, slower=slower, busy=busy, **more)
     synthetic.write_json(folder / pages.ROUND_FILE, {
-        "round": "round-1", "variant": "full" if iterations > 1 else "quick", "started": "2026-11-26T10:00:00+0000",
-        "finished": "2026-11-26T11:50:00+0000",
+        "round": "round-1", "variant": "full" if iterations > 1 else "quick", "verdict_steps": pages.STRICT_STEPS,
+        "started": "2026-11-26T10:00:00+0000", "finished": "2026-11-26T11:50:00+0000",
         "parts": [{"kind": "closed", "plan": "r-proxy", "targets": list(proxy_targets or PROXY_TARGETS),
                    "run": "runs/r-proxy"},
                   {"kind": "closed", "plan": "r-cbr", "targets": list(CBR_TARGETS), "run": "runs/r-cbr"}]})
@@ -613,12 +613,13 @@ def test_every_figure_of_the_published_round_lies_inside_its_own_interval():
     assert published.filter((pl.col("value") < pl.col("ci_low")) | (pl.col("value") > pl.col("ci_high"))).is_empty()
 
 
-def test_the_published_verdicts_are_one_family_under_control_and_say_within_one_process():
+def test_the_published_verdicts_are_one_family_under_control_and_say_within_one_process(tmp_path):
     """Round 1's ~600 verdicts, every one from a single process per engine: judged as one family
     (Benjamini–Hochberg, verdicts.csv `p`, `q`, `control`), a difference shown exactly when q ≤ 5 %;
     none reads "faster than" (or "lower than") without "within one process"; the page says how many
     95 % intervals would show by chance, and no longer that its intervals take the engine process as
-    the unit. The published files are what the code makes of the published data."""
+    the unit. Its verdicts predate the one rule (round.json `verdict_steps`), so its files are kept as
+    they were published: writing its page again is refused in one line, every file left as it was."""
     from esbperf.analysis.verdicts import family_line
     published = pl.read_csv(ROOT / "docs/round-1" / pages.VERDICTS, infer_schema_length=None)
     judged = published.filter(pl.col("q").is_not_null())
@@ -632,5 +633,11 @@ def test_the_published_verdicts_are_one_family_under_control_and_say_within_one_
     line = family_line(published)
     assert f"would show about {0.05 * judged.height:.0f} by chance" in line and line in page
     assert "with the engine process as the unit" not in page
-    computed = pages.verdicts(pages.load(ROOT / "docs/round-1"))
-    assert family_line(computed) == line
+    assert "verdict_steps" not in json.loads((ROOT / "docs/round-1" / pages.ROUND_FILE).read_text())
+    copy = shutil.copytree(ROOT / "docs/round-1", tmp_path / "round-1")
+    before = {p: p.read_bytes() for p in copy.rglob("*") if p.is_file()}
+    with pytest.raises(EsbperfError, match=r"predate the rule .*kept as it was published\); its page is not written") \
+            as refused:
+        pages.write_page(copy, copy / pages.PAGE)
+    assert "\n" not in str(refused.value)
+    assert {p: p.read_bytes() for p in copy.rglob("*") if p.is_file()} == before
