@@ -228,6 +228,7 @@ def thesis_run(run_dir: Path, target: str, rows_per_step: int, files: int = 2, i
 
 ROUND_ENGINES = {"nginx": ("floor", "nginx:"), "haproxy": ("floor", "haproxy -db -f"),
                  "camel": ("ESB", "org.apache.camel.main.Main"), "synapse": ("ESB", "org.apache.synapse.SynapseServer"),
+                 "spring-integration": ("ESB", "esbperf-spring-integration"),
                  "reference": ("reference", "esbperf.reference.ReferenceMain")}
 
 

@@ -66,6 +66,7 @@ class RoundData:
     # The control pair's second side (the round's `control` parts), kept apart from the figures.
     control_summary: pl.DataFrame | None = None
     control_aggregate: pl.DataFrame | None = None
+    report: Path | None = None   # the report read (default: the round's REPORT; a look's, mid-round)
     _histograms: dict | None = field(default=None, repr=False)
     _figures: list | None = field(default=None, repr=False)
     _verdicts: pl.DataFrame | None = field(default=None, repr=False)
@@ -75,7 +76,7 @@ class RoundData:
         histograms.csv, else (a published round) its HdrHistogram logs, at the buckets' resolution;
         {} without either (percentiles then have no interval)."""
         if self._histograms is None:
-            raw = _raw_histograms(self.dir / REPORT)
+            raw = _raw_histograms(self.report or self.dir / REPORT)
             self._histograms = {}
             frames = [f for f in (self.summary, self.control_summary) if f is not None]
             for r in pl.concat([f.select("run", "step_dir", "test") for f in frames]).iter_rows(named=True):
@@ -132,14 +133,16 @@ def _csv(path: Path) -> pl.DataFrame | None:
     return pl.read_csv(path, infer_schema_length=None) if path.is_file() else None
 
 
-def load(folder: Path) -> RoundData:
-    """A round folder, or a published round, as the page and the comparison read it."""
+def load(folder: Path, report: Path | None = None) -> RoundData:
+    """A round folder, or a published round, as the page and the comparison read it; with `report`,
+    that report of its closed runs rather than its own (a look at the round before it ends)."""
     folder = Path(folder)
     info_file = folder / ROUND_FILE
     if not info_file.is_file():
         raise EsbperfError(f"{folder}: not a round folder (no {ROUND_FILE}; `esbperf round` writes one)")
     info = json.loads(info_file.read_text())
-    summary, aggregate = _csv(folder / REPORT / "summary.csv"), _csv(folder / REPORT / "aggregate.csv")
+    read = report or folder / REPORT
+    summary, aggregate = _csv(read / "summary.csv"), _csv(read / "aggregate.csv")
     if summary is None or aggregate is None:
         raise EsbperfError(f"{folder}: the round has no report of its closed runs ({REPORT}/summary.csv and "
                            f"{REPORT}/aggregate.csv); was it stopped before its closed runs ended?")
@@ -156,7 +159,7 @@ def load(folder: Path) -> RoundData:
     return RoundData(folder, info, closed.filter(~of_control), aggregate.filter(~of_control),
                      _csv(folder / CAPACITY / "capacity.csv"), runs, _csv(folder / VERIFICATION),
                      closed.filter(of_control) if controls else None,
-                     aggregate.filter(of_control) if controls else None)
+                     aggregate.filter(of_control) if controls else None, report)
 
 
 def published_round(folder: Path) -> RoundData | None:

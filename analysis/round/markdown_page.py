@@ -18,6 +18,7 @@ from esbperf.analysis.round.machine_speed import machine
 from esbperf.analysis.round.markdown_tables import (added_table, capacity_table, headline_tables, interval_cell,
                                                     markdown_table, per_core_table)
 from esbperf.analysis.round.pair_verdicts import control_verdicts, verdicts
+from esbperf.analysis.round.ranking import ranked as ranked_engines, ranking_text
 from esbperf.analysis.verdicts import family_line, percent_level
 from esbperf.core.errors import EsbperfError
 from esbperf.core.plan import size_label
@@ -325,6 +326,7 @@ def page(data: RoundData) -> str:
     """The generated part of the round's page (Markdown, between START and END)."""
     found = figures(data)
     kinds = data.kinds()
+    ranked = ranking_text(data)
     iterations = max((f.iterations for f in found if f.kind == ABSOLUTE), default=0)
     noise = ("the spread of the iterations' own values (min–max) in brackets"
              if iterations > 1 else "one iteration: no spread to show (the published round has it)")
@@ -348,6 +350,7 @@ def page(data: RoundData) -> str:
         + (", [capacity.csv](capacity/capacity.csv) and [probes.csv](capacity/probes.csv)"
            if data.capacity is not None else "") + ".",
         "",
+        *([f"### The ranking: {', '.join(ranked_engines(data))}", "", ranked, ""] if ranked else []),
         "### Verdicts: which target is faster than which",
         "",
         verdicts_intro(data),

@@ -31,7 +31,9 @@ def verdicts(data: RoundData) -> pl.DataFrame:
     """verdicts.csv: every pair of targets at every closed step and every pair of searched targets,
     judged as one family (module doc)."""
     if data._verdicts is None:
-        data._verdicts = judged(step_pairs(data) + capacity_pairs(data))
+        # A round that may add forks where verdicts are unresolved judges its family twice (round.json
+        # `looks`): its false discoveries spent over both (forks.Family).
+        data._verdicts = judged(step_pairs(data) + capacity_pairs(data), data.info.get("looks", 1))
     return data._verdicts
 
 

@@ -43,6 +43,7 @@ from esbperf.services import esb
 
 ROUND_FILE = "round.json"
 RUNS = "runs"
+LOOK = "look"   # the report of the closed runs a round with added_forks judges its verdicts on before adding forks
 MAX_PUBLISHED_BYTES = 20_000_000
 # What a published round holds (names or patterns under the round's folder; with them each run's
 # manifest, runs/<run>/run.json). The report's graphs as SVG only: its report.html shows those (write_report's embed_graphs=False), and PNG copies as well
@@ -147,6 +148,11 @@ def print_dry_run(rnd: rounds.Round, quick: bool, console: Console) -> None:
                   f"({estimate.duration(estimate.median('round_setup_s'))}) and the report; capacity searches counted "
                   f"at a capacity within {CAPACITY_OVER_START} × their start rate. Round and plans are valid; "
                   "nothing was started")
+    variant = rnd.variant(quick)
+    if variant.budget_s:
+        console.print(f"then, where a pair of ranked engines is unresolved, forks of both again (at most "
+                      f"{variant.most_forks} an engine) while the round stays within "
+                      f"{estimate.duration(variant.budget_s)}")
     from esbperf.analysis import round as pages   # the published round as the pilot: how many forks
     published = pages.published_round(rnd.published)
     for line in pages.repetition_lines(published) if published is not None else []:
@@ -214,6 +220,9 @@ def run_round(rnd: rounds.Round, quick: bool, out: Path, console: Console) -> Pa
     record = {"round": rnd.name, "source": rnd.source, "variant": "quick" if quick else "full",
               "testbed": str(testbed.path), "cross_check": cross_check, "published": str(rnd.published),
               "reference": rnd.reference, "verdict_steps": STRICT_STEPS,
+              **({"ranked": list(rnd.ranked)} if rnd.ranked else {}),
+              # A round that may add forks judges its family twice: after its parts, and at the end.
+              **({"looks": 2} if rnd.variant(quick).budget_s else {}),
               "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "finished": None,
               "parts": [{"kind": p.kind, "plan": p.plan.name, "scenarios": p.plan.scenarios,
                          "targets": list(p.targets), "run": None} for p in parts]}
@@ -226,6 +235,7 @@ def run_round(rnd: rounds.Round, quick: bool, out: Path, console: Console) -> Pa
         estimate.remember(round_setup_s=time.monotonic() - began)
         done: list[tuple[rounds.Part, Path]] = []
         for n, part in enumerate(parts):
+            part_began = time.monotonic()
             console.rule(f"{part.kind} {n + 1}/{len(parts)}: {part.describe()}")
             options = dict(console=console, after=_after(part, done), **launcher)
             if part.kind in CLOSED_KINDS:
@@ -234,12 +244,60 @@ def run_round(rnd: rounds.Round, quick: bool, out: Path, console: Console) -> Pa
             else:
                 run_dir = capacity_cli.start(part.plan, list(part.targets), testbed, folder / RUNS, **options)
             done.append((part, run_dir))
-            record["parts"][n]["run"] = str(run_dir.relative_to(folder))
+            record["parts"][n].update(run=str(run_dir.relative_to(folder)),
+                                      measured_s=round(time.monotonic() - part_began, 1))
             layout.write_json(folder / ROUND_FILE, record)
+        if rnd.variant(quick).budget_s:
+            add_forks(rnd.variant(quick), done, folder, record, launcher, console, began)
     record["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     record["measured_s"] = round(time.monotonic() - began, 1)
     layout.write_json(folder / ROUND_FILE, record)
     return folder
+
+
+def add_forks(variant: rounds.Variant, done: list[tuple[rounds.Part, Path]], folder: Path, record: dict,
+              launcher: dict, console: Console, began: float) -> None:
+    """The round's first look at its verdicts (its closed runs' report in LOOK): where a pair of ranked
+    engines is unresolved at a headline cell (analysis/round/ranking.py), the closed plan's forks again
+    for both engines of every such pair, as many as `variant.most_forks` and the time left of
+    `variant.budget_s` allow (each as long as the part's own forks took per engine), added to the
+    part's run (its plan's `added_forks`, resumed); round.json `added_forks` says what and why."""
+    from esbperf.analysis import round as pages
+    from esbperf.analysis.report import write_report
+    from esbperf.analysis.round import ranking
+
+    capacity_runs = [run for part, run in done if part.kind == "capacity"]
+    if capacity_runs:   # the family judged at the look has the capacity pairs the page's has
+        pages.collect_capacity(folder, capacity_runs)
+    write_report([run for part, run in done if part.kind in CLOSED_KINDS], folder / LOOK, embed_graphs=False)
+    rows = ranking.unresolved(pages.load(folder, report=folder / LOOK))
+    entry: dict = {"unresolved": [ranking.pair_label(r) for r in rows], "forks": {}}
+    said = []
+    for n, (part, run_dir) in enumerate(done):
+        engines = ranking.engines_of([r for r in rows if r["plan"] == part.plan.name]) if part.kind == "closed" else []
+        if not engines:
+            continue
+        measured = next(p for p in record["parts"] if p.get("run") == str(run_dir.relative_to(folder)))["measured_s"]
+        one = measured / (part.plan.forks * len(part.targets)) * len(engines)   # a fork of these engines
+        left = variant.budget_s - (time.monotonic() - began)
+        more = min(variant.most_forks - part.plan.forks, int(left // one))
+        if more < 1:
+            said.append(f"a fork more of {', '.join(engines)} would take about {one:.0f} s, and {max(left, 0):.0f} s "
+                        "of the round's budget were left")
+            continue
+        manifest = layout.read_json(run_dir / layout.RUN_FILE)
+        manifest["plan"]["added_forks"] = [list(engines)] * more
+        layout.write_json(run_dir / layout.RUN_FILE, manifest)
+        console.rule(f"{more} fork(s) more of {', '.join(engines)}: {len(rows)} pair(s) unresolved")
+        runner.resume(run_dir, console=console, restart_esb=launcher.get("restart_esb"),
+                      token_file=launcher.get("token_file"))
+        entry["forks"].update({e: more for e in engines})
+        said.append(f"{more} fork(s) more of {', '.join(engines)}, about {one:.0f} s each")
+    entry["why"] = (f"{len(rows)} pair(s) unresolved after the round's own forks ({'; '.join(entry['unresolved'])}): "
+                    + "; ".join(said) + "." if rows else "every pair of the ranked engines was resolved; none added.")
+    record["added_forks"] = entry
+    shutil.rmtree(folder / LOOK, ignore_errors=True)   # the report finish() writes reads the added forks too
+    layout.write_json(folder / ROUND_FILE, record)
 
 
 def finish(folder: Path, rnd: rounds.Round, console: Console, publish: bool) -> Path:

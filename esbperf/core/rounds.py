@@ -37,6 +37,8 @@ FIELDS = {
                    "too (wrk), or none",
     "reference": "the target that is the round's measuring standard (the reference engine, esb-projects/README.md): "
                  "a target of the full round's closed plan or its context",
+    "ranked": "the engines the round ranks, its page leading with their ranking at every cell all were measured at: "
+              "a list of targets of the full round's closed plan",
     "full": "the round: {closed: PLAN, targets: [...], capacity: [PLAN, ...], capacity_targets: [...]}",
     "quick": "the quick variant, with the fields of `full`",
 }
@@ -49,6 +51,9 @@ VARIANT_FIELDS = {
     "context": "targets shown beside the closed plan's, not ranked: {closed: PLAN, targets: [...]}, a closed plan of "
                "their own (a part after the closed plan's), against targets of the testbed the closed plan does not "
                "measure",
+    "added_forks": "forks added where verdicts need them: {most: FORKS, budget_s: SECONDS}: after every part, the "
+                   "closed plan's forks again for the engines of its unresolved pairs, up to `most` forks an engine "
+                   "(more than the closed plan's) while the round stays within `budget_s` (docs/round-3/README.md)",
     "control": "the control pair: {closed: PLAN, targets: [...]}, a closed plan of 2 forks or more whose steps the "
                "closed plan also measures, against targets of the closed plan: each measured again in forks of its "
                "own, a part after the closed plan's",
@@ -60,7 +65,7 @@ CONTROL_FIELDS = ("closed", "targets")
 class Part:
     """One run of a round: a plan (or the scenarios of it that these targets all serve) and its targets."""
 
-    kind: str                     # "closed", "context", "control" (the control pair's second set of forks) or "capacity"
+    kind: str                     # "closed", "context", "control" (the control pair's second forks), "capacity"
     plan: plans.Plan
     targets: tuple[str, ...]
 
@@ -80,6 +85,9 @@ class Variant:
     cross_check: str | None = None             # the variant's own, or the round's
     context: plans.Plan | None = None          # the plan of the targets shown beside, not ranked, and those targets
     context_targets: tuple[str, ...] = ()
+    # Forks added where verdicts are unresolved: at most this many an engine, within this many seconds.
+    most_forks: int = 0
+    budget_s: float = 0
 
     def parts(self, testbed: topology.Testbed) -> list[Part]:
         """The runs in order: the closed plan's parts, the context's, the control pair's, then each
@@ -104,6 +112,7 @@ class Round:
     quick: Variant
     source: str
     reference: str | None = None
+    ranked: tuple[str, ...] = ()
 
     def variant(self, quick: bool) -> Variant:
         return self.quick if quick else self.full
@@ -172,8 +181,13 @@ def _validate(data: dict, source: str) -> Round:
                                   reference not in full.targets + full.context_targets):
         raise EsbperfError(f"{source}: field 'reference' must be {FIELDS['reference']} "
                            f"({', '.join(full.targets + full.context_targets)}), got {reference!r}")
+    ranked = data.get("ranked", [])
+    if not isinstance(ranked, list) or not all(isinstance(t, str) and t in full.targets for t in ranked) \
+            or len(set(ranked)) != len(ranked):
+        raise EsbperfError(f"{source}: field 'ranked' must be {FIELDS['ranked']} ({', '.join(full.targets)}), "
+                           f"got {ranked!r}")
     return Round(name, str(data.get("description", "")), text("testbed", data["testbed"]), ROOT / published,
-                 cross_check, full, quick, source, reference)
+                 cross_check, full, quick, source, reference, tuple(ranked))
 
 
 def _variant(data: Any, name: str, source: str, cross_check: str | None) -> Variant:
@@ -212,8 +226,17 @@ def _variant(data: Any, name: str, source: str, cross_check: str | None) -> Vari
     own = data.get("cross_check", cross_check)
     if own not in (None, "none", "wrk"):
         raise fail("cross_check", own)
+    most, budget_s = closed.forks, 0
+    if "added_forks" in data:
+        added = data["added_forks"]
+        if not isinstance(added, dict) or set(added) != {"most", "budget_s"} or isinstance(added["most"], bool) \
+                or not isinstance(added["most"], int) or added["most"] <= closed.forks \
+                or isinstance(added["budget_s"], bool) or not isinstance(added["budget_s"], (int, float)) \
+                or added["budget_s"] <= 0:
+            raise fail("added_forks", added)
+        most, budget_s = added["most"], added["budget_s"]
     return Variant(name, closed, measured, capacity, targets, control, control_targets,
-                   None if own == "none" else own, context, context_targets)
+                   None if own == "none" else own, context, context_targets, most, budget_s)
 
 
 def _closed_part(data: Any, field: str, kind: str, source: str):
