@@ -257,18 +257,24 @@ def _payload(label: str, mine: pl.DataFrame, base: pl.DataFrame | None, base_lab
         s.text += f"; at {last['payload_label']} it holds {_said(tps, tps_text, '')} TPS"
         other = at.get(last["payload_bytes"])
         if valid(other):
-            base_tps = _tps(other)
-            s.figures.append(base_tps)
-            r = verdicts.ratio(last, series, reference, "tps")
-            if r:
-                s.ratios.append(r)
-            share = share_text(r.value if r else tps.value / base_tps.value)
+            base_tps, r, share = _against_base(s, last, tps, other, series, reference, verdicts)
             limit = "at most " if base_tps.at_least and not tps.at_least else ""
             s.text += (f", {limit}{share} of {base_label}'s {_said(base_tps, tps_text, '')}"
                        + (f" ({_ratio_interval(r)})" if r and r.low is not None and not limit else ""))
         elif other is not None:
             s.text += f" ({base_label}'s step there is not valid: {_kinds([other])})"
     return s
+
+
+def _against_base(s: Sentence, row: dict, tps: Figure, other: dict, series, reference, verdicts: "_Verdicts"):
+    """The baseline's TPS at the engine's step `row` (its figure kept in the sentence), the verdict's
+    ratio of the two where one was judged (kept too), and the engine's share of the baseline's TPS."""
+    base_tps = _tps(other)
+    s.figures.append(base_tps)
+    r = verdicts.ratio(row, series, reference, "tps")
+    if r:
+        s.ratios.append(r)
+    return base_tps, r, share_text(r.value if r else tps.value / base_tps.value)
 
 
 def _concurrency(label: str, mine: pl.DataFrame, base: pl.DataFrame | None, base_label: str, series, reference,
@@ -290,12 +296,7 @@ def _concurrency(label: str, mine: pl.DataFrame, base: pl.DataFrame | None, base
     other = next((r for r in (base.iter_rows(named=True) if base is not None else [])
                   if (r["users"], r["payload_bytes"]) == (best["users"], best["payload_bytes"])), None)
     if valid(other) and other["tps"] is not None:
-        base_tps = _tps(other)
-        s.figures.append(base_tps)
-        r = verdicts.ratio(best, series, reference, "tps")
-        if r:
-            s.ratios.append(r)
-        share = share_text(r.value if r else tps.value / base_tps.value)
+        base_tps, r, share = _against_base(s, best, tps, other, series, reference, verdicts)
         if testbed_bound(other):
             s.text += (f"; {base_label} is {BOUND_WORDS[other['bound']]} there, at {_said(base_tps, tps_text, '')} "
                        f"({label} at most {share} of it)")
