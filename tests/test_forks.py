@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ONE_STEP_PLAN, write_plan
+from esbperf.analysis.report import analyse
 from esbperf.core import plan as plans, topology
 from esbperf.core.errors import EsbperfError
 from esbperf.run import runner
@@ -98,3 +99,15 @@ def test_each_fork_starts_the_back_ends_afresh_warms_them_and_resume_knows_forks
     record = json.loads((run_dir / "run.json").read_text())
     assert record["finished"] and restarted == ["ws1", "ws2", "ws3"]
     assert record["fork_starts"][-1] == {**record["fork_starts"][-1], "fork": 2, "resumed": 1}
+
+    # A fork added after the plan's own (what esbperf round adds where a verdict needs it): the resume
+    # runs fork 3 alone, starting the back ends afresh and warming them, and the report reads three forks.
+    record["plan"]["added_forks"] = [["direct"]]
+    (run_dir / "run.json").write_text(json.dumps(record))
+    restarted.clear()
+    runner.resume(run_dir, restart_esb=restart)
+    record = json.loads((run_dir / "run.json").read_text())
+    assert record["finished"] and restarted == ["ws1", "ws2", "ws3"]
+    assert record["fork_starts"][-1]["fork"] == 3 and "resumed" not in record["fork_starts"][-1]
+    assert record["target_warmup"][-1]["targets"][-1]["fork"] == 3
+    assert sorted(analyse([run_dir]).summary["fork"].to_list()) == [1, 1, 2, 2, 3, 3]
