@@ -46,8 +46,9 @@ BATCH = 256
 MIN_COMMON_FORKS = 3
 
 
+@functools.lru_cache(maxsize=None)
 def t_quantile(p: float, df: float) -> float:
-    """Student's t quantile (scipy)."""
+    """Student's t quantile (scipy's; kept, as a round asks for the same few thousands of times)."""
     return float(scipy_stats.t.ppf(p, df))
 
 

@@ -32,11 +32,14 @@ from pathlib import Path
 from typing import Any, Iterable, Protocol
 from xml.sax.saxutils import escape, quoteattr
 
+import numpy as np
 import polars as pl
+from scipy import stats as scipy_stats
 
 from esbperf.analysis import forks
 from esbperf.analysis.bottleneck import NAMES as BOUND_NAMES, pooled_bound, testbed_bound
-from esbperf.analysis.stats import KEYS, PERCENTILES, StepHistograms, distribution_figures, figure_sample, t_quantile
+from esbperf.analysis.forks import t_quantile
+from esbperf.analysis.stats import KEYS, PERCENTILES, StepHistograms, distribution_figures, figure_sample
 from esbperf.analysis.verdicts import percent_level, q_text, signed_percent
 from esbperf.core.errors import EsbperfError
 from esbperf.core.steady import min_transactions
@@ -297,18 +300,14 @@ def rank_interval(n: int, q: float, confidence: float = CONFIDENCE) -> tuple[int
     if n <= 0:
         return None, None
     tail = (1 - confidence) / 2
-    spread = math.sqrt(n * q * (1 - q))
     # The binomial's mass beyond 12 standard deviations (+10) of its mean is far below 1e-20.
-    first, last = max(0, math.floor(n * q - 12 * spread - 10)), min(n, math.ceil(n * q + 12 * spread + 10))
-    log_n, log_q, log_r = math.lgamma(n + 1), math.log(q), math.log1p(-q)
-    cdf, lower, upper = 0.0, None, None
-    for k in range(first, last + 1):
-        cdf += math.exp(log_n - math.lgamma(k + 1) - math.lgamma(n - k + 1) + k * log_q + (n - k) * log_r)
-        if cdf <= tail:
-            lower = k + 1                  # P(fewer than k + 1 values below) ≤ tail
-        if upper is None and cdf >= 1 - tail:
-            upper = k + 1                  # P(k + 1 or more values below) ≤ tail
-    return lower, (upper if upper is not None and upper <= n else None)
+    spread = math.sqrt(n * q * (1 - q))
+    ranks = np.arange(max(0, math.floor(n * q - 12 * spread - 10)), min(n, math.ceil(n * q + 12 * spread + 10)) + 1)
+    cdf = scipy_stats.binom.cdf(ranks, n, q)     # P(at most k values below the quantile)
+    low, high = ranks[cdf <= tail], ranks[cdf >= 1 - tail]
+    lower = int(low[-1]) + 1 if low.size else None            # P(fewer than `lower` values below) ≤ tail
+    upper = int(high[0]) + 1 if high.size and high[0] + 1 <= n else None   # P(`upper` or more below) ≤ tail
+    return lower, upper
 
 
 def value_at_rank(h: Histogram, rank: int) -> int:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Iterable
 
 import polars as pl
@@ -450,12 +449,6 @@ def summary_frame(rows: list[dict]) -> pl.DataFrame:
     frame = pl.DataFrame(rows, infer_schema_length=None)
     return frame.sort("run", "scenario", "target", "payload_bytes", "users", "rate", "fork", "iteration", "test",
                       nulls_last=False)
-
-
-@lru_cache(maxsize=None)
-def t_quantile(p: float, df: float) -> float:
-    """Quantile of Student's t distribution (scipy's)."""
-    return forks.t_quantile(p, df)
 
 
 def _numbers(values: Iterable[Any]) -> list[float]:

@@ -25,7 +25,8 @@ from esbperf.analysis.monitor import host_stats
 from esbperf.analysis.report import analyse, build_report, write_report
 from esbperf.analysis.page import OPEN_NOT_CROSSCHECKED
 from esbperf.analysis.checks import XCHECK_MIN_TPS_RATIO, xcheck_chance, xcheck_fails
-from esbperf.analysis.stats import describe, mean_ci, t_quantile
+from esbperf.analysis.forks import t_quantile
+from esbperf.analysis.stats import describe, mean_ci
 from esbperf.cli import main as cli_main
 from esbperf.core.errors import EsbperfError
 from esbperf.results.datalog import log_stats

@@ -54,7 +54,7 @@ from pathlib import Path
 
 import yaml
 
-from esbperf.analysis.stats import t_quantile
+from esbperf.analysis.forks import t_quantile
 from esbperf.core import procs, roles, topology
 from esbperf.core.project import CONSOLE_CONFIG
 from esbperf.results import layout
