@@ -17,6 +17,7 @@ from rich.console import Console
 
 from esbperf import testbed as testbeds
 from esbperf.analysis import round as pages
+from esbperf.analysis.round import ranking
 from esbperf.cli import round as round_cli
 from esbperf.core import rounds, topology
 from test_demo import PREFIX, emulated_testbed
@@ -82,3 +83,56 @@ def test_a_small_round_runs_end_to_end_and_writes_its_page(tmp_path, monkeypatch
     assert "| 3 | camel |" in text and "wrk measured 4 closed steps" in text
     assert testbeds.status(topology.load(testbed_file))["state"] == "down"
     assert "esbr-" not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+
+
+def test_a_ranked_round_adds_forks_where_its_verdicts_are_unresolved_and_leads_its_page_with_the_ranking(
+        tmp_path, monkeypatch):
+    """Round 3's path on a tiny round: direct and two ESBs in 3 forks in random order, the floor as
+    context in a part of its own, one look at the verdicts (every pair taken as unresolved here, so that
+    the path that adds forks runs), a fork more of both ESBs resumed into the closed run with their
+    engines restarted, the family judged over two looks, and a page that leads with the ranking."""
+    monkeypatch.setenv("ESBPERF_STATE", str(tmp_path / "state"))
+    monkeypatch.setattr(ranking, "resolved", lambda row: False)
+    testbed_file = emulated_testbed(tmp_path / "ranked-test.yaml")
+    data = yaml.safe_load(testbed_file.read_text().replace("198.18.220.", "198.18.222.").replace(PREFIX, "esbk-"))
+    data["cpus"] = "auto"
+    data["hosts"]["esb"]["esb_ports"] = {"camel": 8280, "synapse": 8290, "nginx": 8310}
+    data["targets"].update(synapse={"kind": "esb", "esb": "synapse"}, nginx={"kind": "esb", "esb": "nginx"})
+    testbed_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    common = {"scenarios": ["proxy"], "payloads": ["1KB"], "users": [3], "duration_s": 2, "warmup_s": 1,
+              "target_warmup_s": 2, "iterations": 1, "order": "random", "timeout_s": 10}
+    for name, forks in (("tiny-ranked", 3), ("tiny-context", 2)):
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump({"name": name, **common, "forks": forks}))
+    variant = {"closed": str(tmp_path / "tiny-ranked.yaml"), "targets": ["direct", "camel", "synapse"],
+               "context": {"closed": str(tmp_path / "tiny-context.yaml"), "targets": ["nginx"]},
+               "added_forks": {"most": 4, "budget_s": 3600}}
+    (tmp_path / "round.yaml").write_text(yaml.safe_dump({
+        "name": "tiny-ranked", "testbed": str(testbed_file), "published": "docs/round-3", "ranked": ["camel", "synapse"],
+        "full": variant, "quick": {k: v for k, v in variant.items() if k != "added_forks"}}))
+    rnd = rounds.load(tmp_path / "round.yaml")
+    testbeds.down(topology.load(testbed_file))
+
+    folder = round_cli.run_round(rnd, False, tmp_path / "results", Console())
+    page = round_cli.finish(folder, rnd, Console(), publish=False)
+
+    record = json.loads((folder / "round.json").read_text())
+    assert [(p["kind"], p["targets"]) for p in record["parts"]] == [
+        ("closed", ["direct", "camel", "synapse"]), ("context", ["nginx"])]
+    assert record["looks"] == 2 and record["ranked"] == ["camel", "synapse"]
+    added = record["added_forks"]
+    assert added["forks"] == {"camel": 1, "synapse": 1} and added["why"].startswith("1 pair(s) unresolved"), added
+    closed_run = folder / record["parts"][0]["run"]
+    manifest = json.loads((closed_run / "run.json").read_text())
+    assert manifest["plan"]["added_forks"] == [["camel", "synapse"]] and manifest["finished"]
+    assert manifest["fork_starts"][-1]["fork"] == 4
+    summary = pl.read_csv(folder / "report" / "summary.csv")
+    forks_of = {t: sorted(summary.filter((pl.col("target") == t) & (pl.col("plan") == "tiny-ranked"))["fork"])
+                for t in ("direct", "camel", "synapse")}
+    assert forks_of == {"direct": [1, 2, 3], "camel": [1, 2, 3, 4], "synapse": [1, 2, 3, 4]}
+    assert not (folder / round_cli.LOOK).exists()
+    text = page.read_text()
+    assert text.index("### The ranking: camel, synapse") < text.index("### Verdicts")
+    assert "#### proxy 1KB, 3 users: TPS" in text and "Forks: camel 4, synapse 4." in text
+    assert "Its false discoveries are spent over 2 looks" in text
+    assert pl.read_csv(folder / pages.VERDICTS).filter(pl.col("figure") == "tps").height == 3, "3 pairs at proxy 1KB"
+    assert testbeds.status(topology.load(testbed_file))["state"] == "down"
