@@ -23,12 +23,10 @@ from esbperf.core import plan as plans, rounds, topology
 from esbperf.core.errors import EsbperfError
 from esbperf.core.project import ROOT
 from esbperf.run import estimate
+from test_round import MEASURED   # the runner's medians as `esbperf round --quick` measured them here
 
 HEADLINE = [("proxy", 1024), ("proxy", 102400), ("cbr", 1024), ("json", 1024), ("xslt", 1024)]
 ESBS = ("camel", "synapse", "spring-integration")
-# The runner's medians as `esbperf round --quick` measured them here (tests/test_round.py's MEASURED).
-MEASURED = {"startup_s": 2.9, "tail_s": 0.55, "auto_warmup_s": 5.0, "run_overhead_s": 4.7, "calibration_s": 8.5,
-            "round_setup_s": 31.0, "round_report_per_step_s": 0.14}
 
 
 def test_round_3_measures_the_headline_cells_of_the_esbs_in_one_part_and_the_floors_apart():
