@@ -140,6 +140,26 @@ def write_plan(path: Path, defaults: dict = ONE_STEP_PLAN, **fields) -> Path:
     return path
 
 
+def round_refuser(tmp_path: Path, round_name: str) -> Callable:
+    """refused(change, message): `change` applied to a copy of console-config/rounds/<round_name>.yaml
+    makes rounds.load refuse it in one line matching `message`."""
+    from esbperf.core import rounds
+    from esbperf.core.errors import EsbperfError
+    from esbperf.core.project import CONSOLE_CONFIG
+
+    good = yaml.safe_load((CONSOLE_CONFIG / "rounds" / f"{round_name}.yaml").read_text())
+
+    def refused(change: Callable[[dict], None], message: str) -> None:
+        data = json.loads(json.dumps(good))
+        change(data)
+        path = tmp_path / "r.yaml"
+        path.write_text(yaml.safe_dump(data))
+        with pytest.raises(EsbperfError, match=message) as e:
+            rounds.load(path)
+        assert "\n" not in str(e.value)
+    return refused
+
+
 @pytest.fixture(scope="module")
 def silent_backend(request):
     """A back end that accepts connections and never answers, on the test module's SILENT_PORT."""

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-import yaml
 from rich.console import Console
 
+from conftest import round_refuser
 from esbperf.analysis import round as pages, synthetic
 from esbperf.analysis.report import write_report
 from esbperf.cli import main
@@ -102,16 +102,7 @@ def test_the_round_fits_its_time_budget_by_the_runners_estimate(quick, budget_s,
 
 
 def test_a_round_file_is_checked_field_by_field(tmp_path):
-    good = yaml.safe_load((ROOT / "console-config/rounds/round-1.yaml").read_text())
-
-    def refused(change, message):
-        data = json.loads(json.dumps(good))
-        change(data)
-        path = tmp_path / "r.yaml"
-        path.write_text(yaml.safe_dump(data))
-        with pytest.raises(EsbperfError, match=message):
-            rounds.load(path)
-
+    refused = round_refuser(tmp_path, "round-1")
     refused(lambda d: d.update(extra=1), "unknown field 'extra'")
     refused(lambda d: d.pop("quick"), "field 'quick' is missing")
     refused(lambda d: d["full"].update(closed="capacity-proxy"), r"field 'full.closed' must be a closed-model plan")

@@ -12,16 +12,14 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-import yaml
 from rich.console import Console
 
+from conftest import round_refuser
 from esbperf.analysis import round as pages, synthetic
 from esbperf.analysis.report import write_report
 from esbperf.analysis.round import ranking
 from esbperf.cli import round as round_cli
 from esbperf.core import plan as plans, rounds, topology
-from esbperf.core.errors import EsbperfError
-from esbperf.core.project import ROOT
 from esbperf.run import estimate
 from test_round import MEASURED   # the runner's medians as `esbperf round --quick` measured them here
 
@@ -61,17 +59,7 @@ def test_round_3_fits_its_time_budget_with_room_for_the_forks_its_verdicts_ask_f
 
 
 def test_a_wrong_context_is_refused_in_one_line(tmp_path):
-    good = yaml.safe_load((ROOT / "console-config/rounds/round-3.yaml").read_text())
-
-    def refused(change, message):
-        data = json.loads(json.dumps(good))
-        change(data)
-        path = tmp_path / "r.yaml"
-        path.write_text(yaml.safe_dump(data))
-        with pytest.raises(EsbperfError, match=message) as e:
-            rounds.load(path)
-        assert "\n" not in str(e.value)
-
+    refused = round_refuser(tmp_path, "round-3")
     refused(lambda d: d["full"]["context"].update(targets=["camel"]),
             r"field 'full.context' must be .*; its targets must be targets the closed plan does not measure")
     refused(lambda d: d["full"]["context"].update(closed="round-3-capacity-1kb"), "is not a closed-model plan")
