@@ -121,11 +121,12 @@ def ranking_text(data: RoundData) -> str:
 def forks_text(data: RoundData) -> str:
     """How many forks each ranked engine got, and why (round.json `added_forks`)."""
     added = data.info.get("added_forks")
+    engines = ranked(data)
     counts = {}
     for run in data.runs.values():
         plan = run.get("plan") or {}
         for t in run.get("targets") or []:
-            if t["name"] in ranked(data):
+            if t["name"] in engines:
                 extra = sum(t["name"] in a for a in plan.get("added_forks") or [])
                 counts[t["name"]] = max(counts.get(t["name"], 0), (plan.get("forks") or 1) + extra)
     said = ", ".join(f"{t} {n}" for t, n in counts.items())
